@@ -1,0 +1,35 @@
+# Two commands matter: `make quickstart` and `make test`. Both start with `setup`, which is
+# idempotent and returns at once when nothing changed.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.setup-stamp
+# torch first and exactly: a CPU build of this version is what the machines provide.
+TORCH_SPEC := torch==2.13.0
+
+.PHONY: setup test quickstart bench clean
+
+setup: $(STAMP)
+	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
+	  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null || \
+	  { echo "could not install bubblewrap (apt-get install -y bubblewrap)"; exit 1; }; }
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest -q
+
+quickstart: setup
+	$(VENV)/bin/veriloop tasks validate examples/tasks.jsonl
+
+bench: setup
+	@for script in bench/*.py; do echo "# $$script"; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

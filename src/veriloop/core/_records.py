@@ -1,0 +1,185 @@
+"""The frozen records that cross every boundary: tasks, responses, scores, runs, trajectories.
+
+All records are immutable pydantic models with a JSON schema; they are what gets logged,
+stored and sent between processes. Unknown fields are rejected so that a typo in a task file
+is an error, not a silently ignored field.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Record(BaseModel):
+    """Base of every record: frozen, strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Message(Record):
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+class Task(Record):
+    """One verifiable task (see docs/architecture.md, "The task record").
+
+    ``verifier`` holds ``kind`` plus the fields of that kind; the kind's own schema is checked
+    by ``veriloop.tasks.validate_task`` against the verifier registry. ``gold`` is never shown
+    to a model.
+    """
+
+    id: str = Field(min_length=1, description="unique within the task set")
+    domain: str = Field(min_length=1, description="drives scheduling and per-domain reports")
+    prompt: str | tuple[Message, ...] = Field(description="plain text or chat messages")
+    verifier: dict[str, Any] = Field(description="{'kind': ..., ...fields of that kind}")
+    gold: Any = Field(default=None, description="reference answer or solution")
+    difficulty: float | None = Field(default=None, description="optional difficulty estimate")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_not_empty(cls, prompt: str | tuple[Message, ...]) -> str | tuple[Message, ...]:
+        if isinstance(prompt, tuple) and not prompt:
+            raise ValueError("a chat prompt needs at least one message")
+        return prompt
+
+    @field_validator("verifier")
+    @classmethod
+    def _verifier_has_kind(cls, verifier: dict[str, Any]) -> dict[str, Any]:
+        kind = verifier.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("needs a 'kind' string naming a verifier kind")
+        return verifier
+
+    @field_validator("difficulty")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+    @property
+    def verifier_kind(self) -> str:
+        return self.verifier["kind"]
+
+    def messages(self) -> list[dict[str, str]]:
+        """The prompt as a chat message list (a plain prompt becomes one user message)."""
+        if isinstance(self.prompt, str):
+            return [{"role": "user", "content": self.prompt}]
+        return [m.model_dump() for m in self.prompt]
+
+
+class Response(Record):
+    """One raw model answer to one task."""
+
+    id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    response: str
+
+
+class Score(Record):
+    """A verifier's verdict on one response.
+
+    An infrastructure failure (the grader broke) is ``status='infra_error'`` with
+    ``reward=None``: it is never a reward of 0.
+    """
+
+    id: str
+    task_id: str
+    reward: float | None
+    passed: bool = False
+    status: Literal["scored", "infra_error"] = "scored"
+    detail: str = Field(default="", description="what the verifier found, for people")
+    feedback: str = Field(default="", description="text a model can use on its next turn")
+
+    @model_validator(mode="after")
+    def _reward_matches_status(self) -> Score:
+        if self.status == "infra_error" and self.reward is not None:
+            raise ValueError("an infra_error score has reward None")
+        if self.status == "scored" and (self.reward is None or not math.isfinite(self.reward)):
+            raise ValueError("a scored score needs a finite reward")
+        return self
+
+
+ExecStatus = Literal["ok", "error", "timeout", "memory_limit", "output_limit", "killed"]
+
+
+class ExecResult(Record):
+    """The outcome of one sandboxed run. A limit that was hit is a status, not an exception."""
+
+    status: ExecStatus
+    exit_code: int | None = Field(description="None when killed by a signal or never started")
+    stdout: str = ""
+    stderr: str = ""
+    wall_s: float = Field(ge=0, description="wall-clock seconds, start to reap")
+    cpu_s: float | None = Field(default=None, description="CPU seconds used, when measured")
+    detail: str = Field(default="", description="why the run ended as it did")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+StopReason = Literal[
+    "done", "max_tokens", "max_turns", "repetition", "repeated_action", "predicate", "error"
+]
+
+
+class Turn(Record):
+    """One step of an episode: text the model generated, or an observation fed back to it."""
+
+    role: Literal["assistant", "observation"]
+    text: str
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = Field(default=(), description="per generated token; empty for observations")
+    tool: str | None = Field(default=None, description="the tool an assistant turn called, if any")
+
+    @model_validator(mode="after")
+    def _lengths(self) -> Turn:
+        if self.logprobs and len(self.logprobs) != len(self.token_ids):
+            raise ValueError("logprobs and token_ids differ in length")
+        return self
+
+
+class Trajectory(Record):
+    """One sampled episode, exactly as trained on.
+
+    ``completion_ids`` is every token after the prompt: what the model generated and the
+    observation tokens inserted between turns. ``loss_mask`` is 1 on generated tokens and 0 on
+    observations; ``logprobs`` are the sampler's log-probs (0.0 where the mask is 0).
+    """
+
+    id: str
+    task_id: str
+    domain: str
+    group_id: str = Field(description="samples of one prompt share a group (GRPO baselines)")
+    sample_index: int = Field(default=0, ge=0)
+    prompt_ids: tuple[int, ...] = ()
+    completion_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    loss_mask: tuple[int, ...] = ()
+    turns: tuple[Turn, ...] = ()
+    response: str = Field(default="", description="the final answer text that was verified")
+    reward: float | None = None
+    score: Score | None = None
+    stop_reason: StopReason = "done"
+    policy_version: int = Field(default=0, ge=0, description="weights version that sampled it")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _aligned(self) -> Trajectory:
+        n = len(self.completion_ids)
+        if len(self.logprobs) not in (0, n) or len(self.loss_mask) not in (0, n):
+            raise ValueError(
+                f"completion_ids ({n}), logprobs ({len(self.logprobs)}) and loss_mask "
+                f"({len(self.loss_mask)}) must have the same length"
+            )
+        if any(m not in (0, 1) for m in self.loss_mask):
+            raise ValueError("loss_mask holds only 0 and 1")
+        return self

@@ -1,0 +1,76 @@
+"""Reading and checking task sets: every line is checked and every problem is reported."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from veriloop.core import RowErrors, Task, UnknownNameError, describe_validation_error, iter_objects
+from veriloop.verifiers import VERIFIERS
+
+
+@dataclass(frozen=True)
+class TaskSetCheck:
+    """The outcome of checking one task file: the good tasks and one message per problem."""
+
+    path: str
+    tasks: tuple[Task, ...]
+    errors: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def domain_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(task.domain for task in self.tasks).items()))
+
+
+def check_task(task: Task) -> str | None:
+    """The problem with a task's verifier (unknown kind or bad fields), or None."""
+    try:
+        kind = VERIFIERS.get(task.verifier_kind)
+    except UnknownNameError as exc:
+        return str(exc)
+    try:
+        kind.parse_config(task.verifier)
+    except ValidationError as exc:
+        return f"{task.verifier_kind} verifier: {describe_validation_error(exc, 'verifier.')}"
+    return None
+
+
+def check_task_file(path: str | os.PathLike[str]) -> TaskSetCheck:
+    """Check every row of a JSONL/Parquet task file: JSON, schema, unique ids, verifier kind."""
+    tasks: list[Task] = []
+    errors: list[str] = []
+    first_line: dict[str, int] = {}
+    for number, obj, error in iter_objects(path):
+        where = f"{path}: line {number}"
+        if error is not None:
+            errors.append(f"{where}: {error}")
+            continue
+        try:
+            task = Task.model_validate(obj)
+        except ValidationError as exc:
+            errors.append(f"{where}: {describe_validation_error(exc)}")
+            continue
+        if task.id in first_line:
+            errors.append(f"{where}: duplicate id {task.id!r} (first on line {first_line[task.id]})")
+            continue
+        first_line[task.id] = number
+        problem = check_task(task)
+        if problem is not None:
+            errors.append(f"{where}: {problem}")
+            continue
+        tasks.append(task)
+    return TaskSetCheck(path=str(path), tasks=tuple(tasks), errors=tuple(errors))
+
+
+def load_tasks(path: str | os.PathLike[str]) -> list[Task]:
+    """Load a task set, raising RowErrors (a UserError) listing every bad row."""
+    result = check_task_file(path)
+    if result.errors:
+        raise RowErrors(result.errors)
+    return list(result.tasks)

@@ -1,0 +1,88 @@
+"""The registry of verifier kinds and the one entry point that turns a response into a Score.
+
+A verifier kind is a pydantic config model (the fields a task's ``verifier`` object may carry
+besides ``kind``) and a plain ``check`` callable returning a ``Verdict``. ``verify`` wraps the
+check: a broken grader becomes an ``infra_error`` score, never a reward of 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from veriloop.core import Registry, Response, Score, Task
+
+C = TypeVar("C", bound=BaseModel)
+
+
+class VerifierConfig(BaseModel):
+    """Base of every kind's config: frozen, unknown fields rejected (typos are errors)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a check found. ``reward`` is in [0, 1] unless a kind documents otherwise."""
+
+    reward: float
+    passed: bool
+    detail: str = ""
+    feedback: str = ""
+
+
+class GraderError(Exception):
+    """Raised by a check when the grader itself failed (not the answer): becomes infra_error."""
+
+
+@dataclass(frozen=True)
+class VerifierKind(Generic[C]):
+    name: str
+    config: type[C]
+    check: Callable[[C, Task, str], Verdict]
+
+    def parse_config(self, verifier: dict[str, Any]) -> C:
+        """Validate a task's ``verifier`` object (``kind`` excluded); raises ValidationError."""
+        fields = {k: v for k, v in verifier.items() if k != "kind"}
+        return self.config.model_validate(fields)
+
+
+VERIFIERS: Registry[VerifierKind[Any]] = Registry("verifier kind")
+
+
+def register_verifier(name: str, config: type[C]) -> Callable[[Callable[[C, Task, str], Verdict]], Callable[[C, Task, str], Verdict]]:
+    """Decorator registering ``check(config, task, response_text) -> Verdict`` under ``name``."""
+
+    def add(check: Callable[[C, Task, str], Verdict]) -> Callable[[C, Task, str], Verdict]:
+        VERIFIERS.add(name, VerifierKind(name=name, config=config, check=check))
+        return check
+
+    return add
+
+
+def verify(task: Task, response: Response) -> Score:
+    """Score one response to one task. Grader failures are ``infra_error``; answers never raise."""
+    kind = VERIFIERS.get(task.verifier_kind)
+    try:
+        config = kind.parse_config(task.verifier)
+        verdict = kind.check(config, task, response.response)
+    except Exception as exc:  # the grader broke: report it apart from wrong answers
+        return Score(
+            id=response.id,
+            task_id=task.id,
+            reward=None,
+            passed=False,
+            status="infra_error",
+            detail=f"{kind.name} verifier failed: {type(exc).__name__}: {exc}",
+        )
+    return Score(
+        id=response.id,
+        task_id=task.id,
+        reward=float(verdict.reward),
+        passed=verdict.passed,
+        detail=verdict.detail,
+        feedback=verdict.feedback,
+    )

@@ -1,0 +1,76 @@
+"""Verifier kinds on plain text: ``exact`` and ``regex``."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from veriloop.core import Task
+from veriloop.verifiers._registry import Verdict, VerifierConfig, register_verifier
+
+
+def _normalise(text: str, strip: bool, case_sensitive: bool) -> str:
+    if strip:
+        text = " ".join(text.split())
+    return text if case_sensitive else text.casefold()
+
+
+class ExactConfig(VerifierConfig):
+    answer: str | None = Field(default=None, description="expected answer; defaults to the task's gold")
+    case_sensitive: bool = Field(default=True, description="compare letter case")
+    strip: bool = Field(default=True, description="collapse and trim whitespace before comparing")
+    extract: Literal["full", "last_line"] = Field(
+        default="full", description="compare the whole response or only its last non-empty line"
+    )
+
+
+@register_verifier("exact", ExactConfig)
+def check_exact(config: ExactConfig, task: Task, response: str) -> Verdict:
+    """Full credit when the (normalised) response equals the expected answer, else 0."""
+    expected = config.answer if config.answer is not None else task.gold
+    if expected is None:
+        raise ValueError("exact verifier needs 'answer' or a task 'gold'")
+    candidate = response
+    if config.extract == "last_line":
+        lines = [line for line in response.splitlines() if line.strip()]
+        candidate = lines[-1] if lines else ""
+    got = _normalise(candidate, config.strip, config.case_sensitive)
+    want = _normalise(str(expected), config.strip, config.case_sensitive)
+    if got == want:
+        return Verdict(1.0, True, detail="exact match")
+    shown = candidate.strip()[:200]
+    return Verdict(0.0, False, detail="no exact match", feedback=f"Expected a different answer; got {shown!r}.")
+
+
+class RegexConfig(VerifierConfig):
+    pattern: str = Field(description="Python regular expression the response must match")
+    mode: Literal["fullmatch", "search"] = Field(
+        default="fullmatch", description="match the whole (stripped) response, or find it anywhere"
+    )
+    ignore_case: bool = Field(default=False, description="case-insensitive matching")
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return pattern
+
+
+@register_verifier("regex", RegexConfig)
+def check_regex(config: RegexConfig, task: Task, response: str) -> Verdict:
+    """Full credit when the response matches the pattern (a format rule), else 0."""
+    flags = re.IGNORECASE if config.ignore_case else 0
+    compiled = re.compile(config.pattern, flags)
+    text = response.strip()
+    matched = compiled.fullmatch(text) if config.mode == "fullmatch" else compiled.search(text)
+    if matched:
+        return Verdict(1.0, True, detail="pattern matched")
+    return Verdict(
+        0.0, False, detail="pattern did not match",
+        feedback=f"The answer must match the format /{config.pattern}/.",
+    )
