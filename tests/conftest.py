@@ -1,0 +1,23 @@
+"""Shared fixtures: the project's own ``veriloop`` executable and a runner for it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+VERILOOP = Path(sys.executable).with_name("veriloop")
+
+
+@pytest.fixture
+def run_cli():
+    """Run the installed ``veriloop`` command; returns the CompletedProcess (text mode)."""
+
+    def run(*args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(VERILOOP), *args], capture_output=True, text=True, input=input, timeout=timeout
+        )
+
+    return run

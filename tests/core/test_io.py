@@ -1,0 +1,103 @@
+import json
+import os
+
+import pytest
+
+from veriloop.core import (
+    Response,
+    RowErrors,
+    Task,
+    Trajectory,
+    UserError,
+    atomic_write,
+    read_records,
+    write_jsonl,
+    write_parquet,
+)
+
+
+def test_jsonl_round_trip(tmp_path):
+    rows = [Response(id=f"r{i}", task_id="t", response=f"answer {i} ✓") for i in range(3)]
+    path = tmp_path / "out" / "responses.jsonl"
+    assert write_jsonl(path, rows) == 3
+    assert read_records(path, Response) == rows
+
+
+def test_reader_reports_every_bad_row_with_its_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        '{"id": "a", "task_id": "t", "response": "ok"}\n'
+        "\n"
+        '{"id": "b", "task_id": "t", "respo\n'
+        "[1, 2]\n"
+        '{"id": "c", "response": "no task"}\n'
+        '{"id": "d", "task_id": "t", "response": "ok"}\n'
+    )
+    with pytest.raises(RowErrors) as caught:
+        read_records(path, Response)
+    lines = caught.value.lines()
+    assert len(lines) == 3
+    assert lines[0].startswith(f"{path}: line 3: malformed JSON")
+    assert lines[1] == f"{path}: line 4: expected a JSON object, got list"
+    assert lines[2] == f"{path}: line 5: missing field 'task_id'"
+
+
+def test_reader_reports_invalid_utf8(tmp_path):
+    path = tmp_path / "bin.jsonl"
+    path.write_bytes(b'{"id": "a", "task_id": "t", "response": "\xff"}\n')
+    with pytest.raises(RowErrors, match="line 1: not valid UTF-8"):
+        read_records(path, Response)
+
+
+def test_missing_file_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        read_records(tmp_path / "nope.jsonl", Response)
+
+
+def test_atomic_write_leaves_the_old_file_on_failure(tmp_path):
+    path = tmp_path / "keep.txt"
+    path.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_write(path) as handle:
+            handle.write("half")
+            raise RuntimeError("crash mid-write")
+    assert path.read_text() == "old"
+    assert os.listdir(tmp_path) == ["keep.txt"]
+
+
+def test_parquet_round_trip_keeps_nested_fields(tmp_path):
+    tasks = [
+        Task(id="a", domain="math", prompt="1+1?", verifier={"kind": "exact"}, gold="2"),
+        Task(
+            id="b", domain="code", prompt=[{"role": "user", "content": "hi"}],
+            verifier={"kind": "regex", "pattern": "h.*", "mode": "search"},
+            metadata={"source": {"name": "x", "n": 3}}, difficulty=0.5,
+        ),
+    ]
+    path = tmp_path / "tasks.parquet"
+    write_parquet(path, tasks)
+    assert read_records(path, Task) == tasks
+
+
+def test_parquet_keeps_token_lists_native(tmp_path):
+    import pyarrow.parquet as pq
+
+    trajectory = Trajectory(
+        id="x", task_id="t", domain="d", group_id="g",
+        prompt_ids=(1, 2), completion_ids=(3, 4), logprobs=(-0.5, -0.25), loss_mask=(1, 1),
+    )
+    path = tmp_path / "traj.parquet"
+    write_parquet(path, [trajectory])
+    schema = pq.read_schema(path)
+    import pyarrow as pa
+
+    column_type = schema.field("completion_ids").type
+    assert pa.types.is_list(column_type) and column_type.value_type == pa.int64()
+    assert read_records(path, Trajectory) == [trajectory]
+
+
+def test_unreadable_parquet_is_a_user_error(tmp_path):
+    path = tmp_path / "broken.parquet"
+    path.write_text(json.dumps({"not": "parquet"}))
+    with pytest.raises(UserError, match="not a readable Parquet file"):
+        read_records(path, Task)
