@@ -21,3 +21,18 @@ def run_cli():
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A freshly initialised tiny Qwen2 model and tokenizer, built locally once per test run."""
+    from veriloop.training import init_tiny_model
+
+    return init_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_model_dir):
+    from veriloop.rollout import create_engine
+
+    return create_engine("hf", model=str(tiny_model_dir))

@@ -110,6 +110,26 @@ class Score(Record):
 ExecStatus = Literal["ok", "error", "timeout", "memory_limit", "output_limit", "killed"]
 
 
+class Snapshot(Record):
+    """A sandbox workspace captured after a run, to start a later run from it.
+
+    ``archive`` is an uncompressed tar of the workspace's directories and regular files (links
+    and special files are not kept). In JSON it travels as base64.
+    """
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    archive: bytes
+
+    def files(self) -> dict[str, bytes]:
+        """Every regular file, keyed by its path relative to the workspace."""
+        import io
+        import tarfile
+
+        with tarfile.open(fileobj=io.BytesIO(self.archive), mode="r:") as tar:
+            return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
 class ExecResult(Record):
     """The outcome of one sandboxed run. A limit that was hit is a status, not an exception."""
 
@@ -120,6 +140,7 @@ class ExecResult(Record):
     wall_s: float = Field(ge=0, description="wall-clock seconds, start to reap")
     cpu_s: float | None = Field(default=None, description="CPU seconds used, when measured")
     detail: str = Field(default="", description="why the run ended as it did")
+    snapshot: Snapshot | None = Field(default=None, description="the workspace after the run, when asked for")
 
     @property
     def ok(self) -> bool:
@@ -129,6 +150,7 @@ class ExecResult(Record):
 StopReason = Literal[
     "done", "max_tokens", "max_turns", "repetition", "repeated_action", "predicate", "error"
 ]
+"""Why an episode ended: ``done`` (answered or submitted), a budget, or an early stop."""
 
 
 class Turn(Record):
@@ -160,6 +182,7 @@ class Trajectory(Record):
     domain: str
     group_id: str = Field(description="samples of one prompt share a group (GRPO baselines)")
     sample_index: int = Field(default=0, ge=0)
+    prompt: tuple[Message, ...] = Field(default=(), description="the chat messages the episode started from")
     prompt_ids: tuple[int, ...] = ()
     completion_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = ()
@@ -170,6 +193,7 @@ class Trajectory(Record):
     score: Score | None = None
     stop_reason: StopReason = "done"
     policy_version: int = Field(default=0, ge=0, description="weights version that sampled it")
+    timings: dict[str, float] = Field(default_factory=dict, description="seconds per phase")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -1,0 +1,47 @@
+"""Layer 3: generation engines, multi-turn episodes, early stopping, and the trajectory store."""
+
+from veriloop.rollout import _hf, _openai  # noqa: F401  (register the engines)
+from veriloop.rollout._actions import Action, parse_action, tool_instructions
+from veriloop.rollout._engine import ENGINES, Engine, Prompt, create_engine
+from veriloop.rollout._episode import EpisodeConfig, Observation, ToolExecutor, observation_ids, run_episode
+from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer
+from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
+from veriloop.rollout._rollout import RolloutBatch, RolloutMetrics, arollout, rollout, summarize
+from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
+from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate, repeating_block
+from veriloop.rollout._store import TrajectoryStore, conversation, preference_pairs, sft_rows
+
+__all__ = [
+    "ENGINES",
+    "Action",
+    "Engine",
+    "EpisodeConfig",
+    "FailureTracker",
+    "FinishReason",
+    "HFEngine",
+    "Observation",
+    "OpenAIEngine",
+    "Prompt",
+    "RolloutBatch",
+    "RolloutMetrics",
+    "Sample",
+    "SamplingParams",
+    "StopConfig",
+    "StopPredicate",
+    "ToolExecutor",
+    "TrajectoryStore",
+    "arollout",
+    "conversation",
+    "create_engine",
+    "load_model_and_tokenizer",
+    "observation_ids",
+    "parse_action",
+    "parse_endpoint",
+    "preference_pairs",
+    "repeating_block",
+    "rollout",
+    "run_episode",
+    "sft_rows",
+    "summarize",
+    "tool_instructions",
+]

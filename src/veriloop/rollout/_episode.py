@@ -1,0 +1,237 @@
+"""One episode: the policy acts, tools execute, the verifier observes, until done or out of budget.
+
+For token-level engines the chat template is applied once, to the prompt; afterwards the
+sequence grows only by what the model generated (loss mask 1) and by observation tokens
+(loss mask 0) rendered with the same template, so the training sequence is exactly what the
+model saw and produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from veriloop.core import Message, Response, Score, Task, Trajectory, Turn
+from veriloop.rollout._actions import Action, parse_action, tool_instructions
+from veriloop.rollout._engine import Engine
+from veriloop.rollout._sampling import Sample, SamplingParams
+from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate
+
+
+class EpisodeConfig(BaseModel):
+    """How an episode runs: sampling, tools, budgets."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float = Field(default=1.0, ge=0, description="sampling temperature")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus sampling mass")
+    max_tokens_per_turn: int = Field(default=256, ge=1, description="new tokens per model turn")
+    tools: tuple[str, ...] = Field(default=(), description="enabled tools: python, shell, submit")
+    feedback_on_fail: bool = Field(
+        default=False, description="after a failing answer, show the verifier's feedback and go on"
+    )
+    max_observation_chars: int = Field(default=2000, ge=64, description="tool output shown to the model")
+    stop: StopConfig = Field(default_factory=StopConfig)
+
+
+@dataclass(frozen=True)
+class Observation:
+    text: str
+    failed: bool
+    seconds: float
+    workspace: Any = None  # what the next tool call starts from (a sandbox snapshot)
+
+
+class ToolExecutor(Protocol):
+    async def execute(self, action: Action, workspace: Any) -> Observation: ...
+
+
+Verify = Callable[[Task, Response], Awaitable[Score]]
+
+
+@dataclass
+class _State:
+    prompt_messages: list[dict[str, str]]
+    messages: list[dict[str, str]]
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=lambda: {"generate_s": 0.0, "tools_s": 0.0, "verify_s": 0.0})
+    workspace: Any = None
+
+
+def observation_ids(tokenizer: Any, messages: list[dict[str, str]], observations: list[dict[str, str]]) -> list[int]:
+    """Tokens between the end of the model's turn (its end-of-turn token) and its next turn.
+
+    ``messages`` ends with the model's turn; ``observations`` are the messages that follow it.
+    Rendered by the chat template as the difference between the conversation with and
+    without the observations, so any template that extends a conversation by appending works.
+    """
+    before = tokenizer.apply_chat_template(messages, tokenize=False)
+    after = tokenizer.apply_chat_template(messages + observations, tokenize=False, add_generation_prompt=True)
+    if not after.startswith(before):
+        raise ValueError("the chat template does not extend the conversation by appending")
+    eos_text = tokenizer.eos_token or ""
+    end = before.rfind(eos_text) + len(eos_text) if eos_text and eos_text in before else len(before)
+    return list(tokenizer.encode(before[end:] + after[len(before) :], add_special_tokens=False))
+
+
+def _start(task: Task, engine: Engine, config: EpisodeConfig) -> _State:
+    messages = task.messages()
+    if config.tools:
+        messages = [{"role": "system", "content": tool_instructions(config.tools)}, *messages]
+    prompt_ids: list[int] = []
+    if engine.tokenizer is not None:
+        prompt_ids = engine.encode_prompt(messages)  # type: ignore[attr-defined]
+    return _State(prompt_messages=list(messages), messages=list(messages), prompt_ids=prompt_ids)
+
+
+async def _generate(engine: Engine, state: _State, params: SamplingParams) -> Sample:
+    prompt: Any = state.prompt_ids + state.completion_ids if engine.tokenizer is not None else state.messages
+    started = time.perf_counter()
+    [[sample]] = await engine.agenerate([prompt], params)
+    state.timings["generate_s"] += time.perf_counter() - started
+    return sample
+
+
+def _assistant_text(engine: Engine, sample: Sample) -> str:
+    """The turn's text without the end-of-turn token the template adds back."""
+    eos = getattr(engine.tokenizer, "eos_token", None)
+    return sample.text.removesuffix(eos) if eos and sample.finish_reason == "eos" else sample.text
+
+
+def _add_observation(engine: Engine, state: _State, text: str) -> None:
+    message = {"role": "tool", "content": text}
+    if engine.tokenizer is not None:
+        ids = observation_ids(engine.tokenizer, state.messages, [message])
+        state.completion_ids += ids
+        state.logprobs += [0.0] * len(ids)
+        state.mask += [0] * len(ids)
+    else:
+        ids = []
+    state.messages.append(message)
+    state.turns.append(Turn(role="observation", text=text, token_ids=tuple(ids)))
+
+
+async def run_episode(
+    task: Task,
+    engine: Engine,
+    config: EpisodeConfig,
+    verify: Verify,
+    tools: ToolExecutor | None = None,
+    *,
+    seed: int | None = None,
+    group_id: str | None = None,
+    sample_index: int = 0,
+    predicate: StopPredicate | None = None,
+) -> Trajectory:
+    """Run one episode of ``task`` and return its trajectory (never raises for model behaviour)."""
+    state = _start(task, engine, config)
+    failures = FailureTracker(config.stop.max_repeated_failures)
+    stop_reason, final_text, score = "max_turns", "", None
+    for turn_index in range(config.stop.max_turns):
+        budget = min(config.max_tokens_per_turn, config.stop.max_total_tokens - len(state.completion_ids))
+        if budget <= 0:
+            stop_reason = "max_tokens"
+            break
+        params = SamplingParams(
+            temperature=config.temperature, top_p=config.top_p, max_tokens=budget,
+            seed=None if seed is None else seed + 1000 * turn_index,
+            repetition_stop=config.stop.repetition_repeats,
+        )
+        sample = await _generate(engine, state, params)
+        text = _assistant_text(engine, sample)
+        state.completion_ids += sample.token_ids
+        state.logprobs += sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else [0.0] * len(sample.token_ids)
+        state.mask += [1] * len(sample.token_ids)
+        state.messages.append({"role": "assistant", "content": text})
+        action = parse_action(text, config.tools) if config.tools else None
+        state.turns.append(Turn(role="assistant", text=text, token_ids=sample.token_ids, logprobs=sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else (), tool=action.tool if action else None))
+        final_text = action.argument if action and action.tool == "submit" else text
+        if sample.finish_reason in ("error", "repetition", "length"):
+            stop_reason = {"error": "error", "repetition": "repetition", "length": "max_tokens"}[sample.finish_reason]
+            break
+        if action is None or action.tool == "submit":
+            score, seconds = await _timed(verify(task, Response(id=task.id, task_id=task.id, response=final_text)))
+            state.timings["verify_s"] += seconds
+            if score.passed or not config.feedback_on_fail or score.status != "scored":
+                stop_reason = "done"
+                break
+            observation = Observation(text=score.feedback or "That answer is not correct.", failed=True, seconds=0.0)
+            score = None
+        elif tools is None:
+            observation = Observation(text="Tools are not available.", failed=True, seconds=0.0)
+        else:
+            observation = await tools.execute(action, state.workspace)
+            state.timings["tools_s"] += observation.seconds
+            state.workspace = observation.workspace
+        if turn_index == config.stop.max_turns - 1:
+            break
+        if failures.record(action.argument if action else final_text, observation.failed):
+            stop_reason = "repeated_action"
+            break
+        if predicate is not None and predicate(_predicate_view(state, action, observation)):
+            stop_reason = "predicate"
+            break
+        _add_observation(engine, state, observation.text[: config.max_observation_chars])
+        if len(state.completion_ids) >= config.stop.max_total_tokens:
+            stop_reason = "max_tokens"
+            break
+    if score is None:
+        score, seconds = await _timed(verify(task, Response(id=task.id, task_id=task.id, response=final_text)))
+        state.timings["verify_s"] += seconds
+    return _trajectory(task, engine, state, score, final_text, stop_reason, group_id, sample_index)
+
+
+def _predicate_view(state: _State, action: Action | None, observation: Observation) -> dict[str, Any]:
+    return {
+        "turns": list(state.turns),
+        "tokens": len(state.completion_ids),
+        "last_action": action,
+        "last_failed": observation.failed,
+        "last_observation": observation.text,
+    }
+
+
+async def _timed(awaitable: Awaitable[Score]) -> tuple[Score, float]:
+    started = time.perf_counter()
+    result = await awaitable
+    return result, time.perf_counter() - started
+
+
+def _trajectory(task: Task, engine: Engine, state: _State, score: Score, final_text: str, stop_reason: str, group_id: str | None, sample_index: int) -> Trajectory:
+    trajectory_id = uuid.uuid4().hex[:16]
+    return Trajectory(
+        id=trajectory_id,
+        task_id=task.id,
+        domain=task.domain,
+        group_id=group_id or task.id,
+        sample_index=sample_index,
+        prompt=tuple(Message(**m) for m in state.prompt_messages),
+        prompt_ids=tuple(state.prompt_ids),
+        completion_ids=tuple(state.completion_ids),
+        logprobs=tuple(state.logprobs),
+        loss_mask=tuple(state.mask),
+        turns=tuple(state.turns),
+        response=final_text,
+        reward=score.reward,
+        score=score.model_copy(update={"id": trajectory_id}),
+        stop_reason=stop_reason,  # type: ignore[arg-type]
+        policy_version=engine.policy_version,
+        timings={k: round(v, 6) for k, v in state.timings.items()},
+    )
+
+
+async def verify_in_thread(task: Task, response: Response) -> Score:
+    """The default verifier hook: ``veriloop.verifiers.verify`` off the event loop."""
+    from veriloop.verifiers import verify
+
+    return await asyncio.to_thread(verify, task, response)

@@ -1,0 +1,122 @@
+"""Supervised fine-tuning on chat conversations, with the loss on assistant tokens only.
+
+Conversations are tokenized the way rollouts build sequences (template applied to the prompt
+once, each assistant message followed by the end-of-turn token, observations rendered by the
+template in between), so a model trained here sees at rollout exactly the token layout it
+learned from.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from veriloop.rollout import observation_ids
+
+
+def tokenize_conversation(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[list[int], list[int]]:
+    """Token ids of a conversation and its loss mask (1 on assistant tokens and their end token).
+
+    The conversation starts with one or more non-assistant messages.
+    """
+    messages = list(messages)
+    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), None)
+    if first is None or first == 0:
+        raise ValueError("a training conversation needs a prompt followed by an assistant message")
+    ids = list(_template_ids(tokenizer, messages[:first]))
+    mask = [0] * len(ids)
+    index = first
+    while index < len(messages):
+        content = messages[index]["content"]
+        turn = list(tokenizer.encode(content, add_special_tokens=False)) + [tokenizer.eos_token_id]
+        ids += turn
+        mask += [1] * len(turn)
+        end = index + 1
+        while end < len(messages) and messages[end]["role"] != "assistant":
+            end += 1
+        if end > index + 1:
+            observed = observation_ids(tokenizer, messages[: index + 1], messages[index + 1 : end])
+            ids += observed
+            mask += [0] * len(observed)
+        index = end
+    return ids, mask
+
+
+def _template_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return list(out["input_ids"] if hasattr(out, "keys") else out)
+
+
+@dataclass(frozen=True)
+class SFTStep:
+    step: int
+    loss: float
+    tokens: int
+
+
+def sft_loss(model: Any, batch: Sequence[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any, int]:
+    """Mean cross-entropy over assistant tokens of a right-padded batch; returns (loss, tokens)."""
+    import torch
+
+    width = max(len(ids) for ids, _ in batch)
+    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, (ids, mask) in enumerate(batch):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention[row, : len(ids)] = 1
+        labels[row, : len(ids)] = torch.tensor([t if m else -100 for t, m in zip(ids, mask)])
+    device = next(model.parameters()).device
+    logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits[:, :-1].float()  # (B, T-1, V)
+    targets = labels[:, 1:].to(device)  # (B, T-1) next-token targets, -100 off the assistant turns
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+    return loss, int((targets != -100).sum())
+
+
+def train_sft(
+    model: Any,
+    tokenizer: Any,
+    conversations: Sequence[Sequence[dict[str, str]]],
+    *,
+    steps: int,
+    batch_size: int = 16,
+    lr: float = 1e-3,
+    warmup_steps: int = 10,
+    seed: int = 0,
+    on_step: Callable[[SFTStep], None] | None = None,
+) -> list[SFTStep]:
+    """Train ``model`` in place for ``steps`` optimizer steps on shuffled conversations."""
+    import torch
+
+    examples = [tokenize_conversation(tokenizer, c) for c in conversations]
+    if not examples:
+        raise ValueError("no conversations to train on")
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / max(warmup_steps, 1)))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    order: list[int] = []
+    history = []
+    model.train()
+    for step in range(steps):
+        if len(order) < batch_size:
+            fresh = list(range(len(examples)))
+            rng.shuffle(fresh)
+            order += fresh
+        batch = [examples[i] for i in order[:batch_size]]
+        del order[:batch_size]
+        loss, tokens = sft_loss(model, batch, pad_id)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        record = SFTStep(step=step, loss=float(loss.detach()), tokens=tokens)
+        history.append(record)
+        if on_step is not None:
+            on_step(record)
+    model.eval()
+    return history

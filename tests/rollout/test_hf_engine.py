@@ -1,0 +1,89 @@
+import asyncio
+
+import pytest
+
+from veriloop.core import UserError
+from veriloop.rollout import SamplingParams, create_engine, repeating_block
+
+CHAT = [{"role": "user", "content": "What is 2 + 3?"}]
+
+
+def test_samples_carry_ids_logprobs_and_decode_to_their_text(tiny_engine):
+    [samples] = tiny_engine.generate([CHAT], SamplingParams(n=3, max_tokens=10, seed=1))
+    assert len(samples) == 3
+    for sample in samples:
+        assert 1 <= len(sample.token_ids) <= 10
+        assert len(sample.logprobs) == len(sample.token_ids)
+        assert all(lp <= 0 for lp in sample.logprobs)
+        assert sample.text == tiny_engine.tokenizer.decode(list(sample.token_ids), skip_special_tokens=False)
+        assert sample.finish_reason in ("eos", "length", "repetition")
+
+
+def test_a_sample_depends_on_its_seed_not_its_batch(tiny_engine):
+    params = SamplingParams(n=2, max_tokens=12, seed=11)
+    alone = tiny_engine.generate([CHAT], params)[0]
+    batched = tiny_engine.generate([[1, 2, 3], CHAT, [5]], params)[1]
+    assert [s.token_ids for s in alone] == [s.token_ids for s in batched]
+    other_seed = tiny_engine.generate([CHAT], params.model_copy(update={"seed": 12}))[0]
+    assert other_seed[0].token_ids != alone[0].token_ids
+
+
+def test_logprobs_match_a_fresh_forward_pass(tiny_engine):
+    import torch
+
+    prompt = tiny_engine.encode_prompt(CHAT)
+    [[sample]] = tiny_engine.generate([prompt], SamplingParams(max_tokens=8, seed=3, temperature=0.7))
+    ids = torch.tensor([prompt + list(sample.token_ids)])
+    with torch.inference_mode():
+        logits = tiny_engine.model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float() / 0.7
+    expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(sample.token_ids)[:, None])[:, 0]
+    assert torch.allclose(expected, torch.tensor(sample.logprobs), atol=1e-4)
+
+
+def test_greedy_is_deterministic_and_stop_strings_end_a_sample(tiny_engine):
+    greedy = SamplingParams(temperature=0, max_tokens=16)
+    first = tiny_engine.generate([CHAT], greedy)[0][0]
+    assert tiny_engine.generate([CHAT], greedy)[0][0].token_ids == first.token_ids
+    stop_at = first.text[len(first.text) // 2 :][:1]
+    if stop_at.strip():
+        stopped = tiny_engine.generate([CHAT], greedy.model_copy(update={"stop": (stop_at,)}))[0][0]
+        assert stopped.finish_reason == "stop" and stop_at in stopped.text
+
+
+def test_concurrent_requests_are_batched_and_equal_to_sync(tiny_engine):
+    params = [SamplingParams(max_tokens=6, seed=s) for s in range(6)]
+    calls = []
+    original = tiny_engine.sample_rows
+
+    def counting(rows, p):
+        calls.append(len(rows))
+        return original(rows, p)
+
+    async def main():
+        return await asyncio.gather(*(tiny_engine.agenerate([CHAT], p) for p in params))
+
+    tiny_engine.sample_rows = counting
+    try:
+        results = asyncio.run(main())
+    finally:
+        del tiny_engine.sample_rows
+    assert calls == [6]
+    for p, result in zip(params, results):
+        assert result[0][0].token_ids == tiny_engine.generate([CHAT], p)[0][0].token_ids
+
+
+def test_repetition_detector():
+    assert repeating_block([5, 1, 2, 3, 1, 2, 3, 1, 2, 3], min_repeats=3) == 3
+    assert repeating_block([1, 2, 3, 4, 5, 6], min_repeats=2) is None
+    assert repeating_block([7] * 5, min_repeats=3) is None  # single token needs twice as many
+    assert repeating_block([7] * 6, min_repeats=3) == 1
+
+
+def test_missing_model_directory_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="not a model directory"):
+        create_engine("hf", model=str(tmp_path))
+
+
+def test_unknown_engine_lists_known_ones():
+    with pytest.raises(UserError, match="known: hf, openai"):
+        create_engine("tgi")
