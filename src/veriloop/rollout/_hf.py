@@ -148,16 +148,19 @@ def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | No
         attention[i, width - len(ids) :] = 1
     input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    generators = []
+    # (B, max_tokens) one uniform per row and step, from the row's own seed: inverse-CDF
+    # sampling with it makes a sample depend on its seed alone, not on its batch mates.
+    uniforms = torch.empty((batch, params.max_tokens))
     for i, (_, seed) in enumerate(rows):
         generator = torch.Generator(device="cpu")
         generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, (1,)).item()) + i)
-        generators.append(generator)
-
+        uniforms[i] = torch.rand(params.max_tokens, generator=generator)
+    uniforms = uniforms.to(device)
     generated: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
     finish: list[str | None] = [None] * batch
     active = list(range(batch))  # row index in `rows` of each live cache row
+    active_index = torch.arange(batch, device=device)
     cache = DynamicCache()
     cache_arg = _cache_argument(model)
     eos = engine.eos_token_ids
@@ -172,9 +175,9 @@ def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | No
                 chosen = logits.argmax(dim=-1)
             else:
                 candidates = _filter_top_p(scaled, params.top_p) if params.top_p < 1 else scaled
-                uniform = torch.stack([torch.rand(logits.shape[-1], generator=generators[r]) for r in active]).to(logits.device)
-                gumbel = -torch.log(-torch.log(uniform.clamp(1e-20, 1.0)))  # Gumbel-max == sampling
-                chosen = (candidates + gumbel).argmax(dim=-1)
+                cdf = torch.softmax(candidates, dim=-1).cumsum(dim=-1)  # (B_active, V)
+                draw = uniforms[active_index, step : step + 1] * cdf[:, -1:]  # (B_active, 1)
+                chosen = torch.searchsorted(cdf, draw, right=True)[:, 0].clamp(max=logits.shape[-1] - 1)
             chosen_logprobs = log_probs.gather(-1, chosen[:, None])[:, 0].tolist()
             keep = []
             for k, (r, token) in enumerate(zip(active, chosen.tolist())):
@@ -194,6 +197,7 @@ def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | No
                 cache.batch_select_indices(index)
                 attention, next_position, chosen = attention[index], next_position[index], chosen[index]
                 active = [active[k] for k in keep]
+                active_index = active_index[index]
             attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
             out = model(input_ids=chosen[:, None], attention_mask=attention, position_ids=next_position, use_cache=True, **{cache_arg: cache})
             logits = out.logits[:, -1, :].float()
@@ -217,7 +221,7 @@ def _cache_argument(model: Any) -> str:
 
 
 def _finish_reason(engine: HFEngine, ids: list[int], token: int, eos: frozenset[int], params: SamplingParams, tokenizer: Any) -> str | None:
-    if token in eos:
+    if token in eos and not params.ignore_eos:
         return "eos"
     if params.stop:
         tail = tokenizer.decode(ids[-_STOP_TAIL_TOKENS:], skip_special_tokens=False)

@@ -21,6 +21,7 @@ class SamplingParams(BaseModel):
     max_tokens: int = Field(default=256, ge=1, description="new tokens per sample at most")
     stop: tuple[str, ...] = Field(default=(), description="strings that end a sample (kept in its text)")
     seed: int | None = Field(default=None, description="base seed; sample j of prompt i uses seed + j")
+    ignore_eos: bool = Field(default=False, description="keep sampling past end-of-sequence (benchmarks)")
     repetition_stop: int = Field(
         default=0, ge=0, description="end a sample whose tail repeats a block this many times (0: off)"
     )
