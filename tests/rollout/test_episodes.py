@@ -39,7 +39,7 @@ def test_single_turn_batch(tiny_engine):
 
 def test_multi_turn_with_verifier_feedback(scripted_engine):
     task = Task(id="add", domain="arith", prompt="What is 2+2?", verifier={"kind": "exact"}, gold="4")
-    config = EpisodeConfig(temperature=0, max_tokens_per_turn=20, tools=("submit",), feedback_on_fail=True, stop=StopConfig(max_turns=3))
+    config = EpisodeConfig(temperature=0, max_tokens_per_turn=48, tools=("submit",), feedback_on_fail=True, stop=StopConfig(max_turns=3))
     [trajectory] = rollout([task], scripted_engine, config).trajectories
     assert [t.role for t in trajectory.turns] == ["assistant", "observation", "assistant"]
     assert trajectory.turns[1].text == FEEDBACK
@@ -49,7 +49,7 @@ def test_multi_turn_with_verifier_feedback(scripted_engine):
 
 def test_a_stopped_trajectory_carries_its_reason(scripted_engine, tiny_engine):
     task = Task(id="add", domain="arith", prompt="What is 2+2?", verifier={"kind": "exact"}, gold="4")
-    base = EpisodeConfig(temperature=0, max_tokens_per_turn=20, tools=("submit",), feedback_on_fail=True)
+    base = EpisodeConfig(temperature=0, max_tokens_per_turn=48, tools=("submit",), feedback_on_fail=True)
     one_turn = rollout([task], scripted_engine, base.model_copy(update={"stop": StopConfig(max_turns=1)})).trajectories[0]
     assert one_turn.stop_reason == "max_turns" and one_turn.reward == 0.0
     stopped = rollout([task], scripted_engine, base.model_copy(update={"stop": StopConfig(max_turns=3)}), predicate=lambda view: "first failure" if view["last_failed"] else None).trajectories[0]

@@ -71,3 +71,17 @@ def test_a_writer_killed_mid_write_corrupts_nothing(tmp_path):
     assert sum(1 for _ in store) == count
     leftovers = [p.name for p in root.iterdir() if p not in store.parts()]
     assert all(name.endswith(".tmp") for name in leftovers)
+
+
+def test_export_command(tmp_path, run_cli):
+    import json
+
+    store = TrajectoryStore(tmp_path / "store")
+    store.append([_trajectory(0, True), _trajectory(1, False)])
+    result = run_cli("trajectories", "export", str(tmp_path / "store"), "--sft", str(tmp_path / "sft.jsonl"), "--pairs", str(tmp_path / "pairs.jsonl"))
+    assert result.returncode == 0, result.stderr
+    [sft] = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    assert sft["messages"][-1] == {"role": "assistant", "content": "4"}
+    assert len((tmp_path / "pairs.jsonl").read_text().splitlines()) == 1
+    missing = run_cli("trajectories", "export", str(tmp_path / "nope"), "--sft", str(tmp_path / "x.jsonl"))
+    assert missing.returncode == 2 and "no trajectory store" in missing.stderr

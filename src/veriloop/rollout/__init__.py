@@ -9,6 +9,7 @@ from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
 from veriloop.rollout._rollout import RolloutBatch, RolloutMetrics, arollout, rollout, summarize
 from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate, repeating_block
+from veriloop.rollout._tools import SandboxTools, format_observation
 from veriloop.rollout._store import TrajectoryStore, conversation, preference_pairs, sft_rows
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "RolloutMetrics",
     "Sample",
     "SamplingParams",
+    "SandboxTools",
     "StopConfig",
     "StopPredicate",
     "ToolExecutor",
@@ -33,6 +35,7 @@ __all__ = [
     "arollout",
     "conversation",
     "create_engine",
+    "format_observation",
     "load_model_and_tokenizer",
     "observation_ids",
     "parse_action",
