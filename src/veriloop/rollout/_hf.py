@@ -217,7 +217,8 @@ def _cache_argument(model: Any) -> str:
     """The forward() keyword for the KV cache: newer transformers renamed past_key_values."""
     import inspect
 
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper passes kwargs on
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def _finish_reason(engine: HFEngine, ids: list[int], token: int, eos: frozenset[int], params: SamplingParams, tokenizer: Any) -> str | None:

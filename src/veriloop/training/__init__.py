@@ -1,6 +1,23 @@
-"""Layer 5: trainers and the model helpers they start from."""
+"""Layer 5: trainers (SFT, GRPO-family RL), their configs and checkpoints."""
 
+from veriloop.training._config import TrainConfig, load_config
+from veriloop.training._data import SamplerState, TaskSampler
+from veriloop.training._rl import RLTrainer, read_metrics, seed_everything
 from veriloop.training._sft import SFTStep, sft_loss, tokenize_conversation, train_sft
 from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
 
-__all__ = ["SFTStep", "TinyModelSpec", "init_tiny_model", "sft_loss", "tokenize_conversation", "train_sft"]
+__all__ = [
+    "RLTrainer",
+    "SFTStep",
+    "SamplerState",
+    "TaskSampler",
+    "TinyModelSpec",
+    "TrainConfig",
+    "init_tiny_model",
+    "load_config",
+    "read_metrics",
+    "seed_everything",
+    "sft_loss",
+    "tokenize_conversation",
+    "train_sft",
+]

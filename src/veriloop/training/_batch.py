@@ -1,0 +1,80 @@
+"""Training tensors from trajectories, and per-token log-probs of completions under a model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from veriloop.core import Trajectory
+
+
+@dataclass
+class TokenBatch:
+    """Right-padded sequences and their completion-aligned fields.
+
+    ``input_ids``/``attention_mask``: (B, L) prompt + completion. Completion fields are (B, C):
+    ``completion_ids``, ``loss_mask`` (1 on tokens the model generated), ``sampler_logprobs``.
+    ``prompt_lengths``: (B,) where each row's completion starts.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    prompt_lengths: torch.Tensor
+    completion_ids: torch.Tensor
+    loss_mask: torch.Tensor
+    sampler_logprobs: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def select(self, rows: slice) -> TokenBatch:
+        return TokenBatch(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
+
+
+def token_batch(trajectories: Sequence[Trajectory], pad_id: int) -> TokenBatch:
+    rows = len(trajectories)
+    width = max(len(t.prompt_ids) + len(t.completion_ids) for t in trajectories)
+    completion_width = max(max(len(t.completion_ids) for t in trajectories), 1)
+    input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((rows, width), dtype=torch.long)
+    completion = torch.full((rows, completion_width), pad_id, dtype=torch.long)
+    mask = torch.zeros((rows, completion_width))
+    sampler = torch.zeros((rows, completion_width))
+    prompt_lengths = torch.zeros(rows, dtype=torch.long)
+    for i, t in enumerate(trajectories):
+        sequence = list(t.prompt_ids) + list(t.completion_ids)
+        input_ids[i, : len(sequence)] = torch.tensor(sequence)
+        attention[i, : len(sequence)] = 1
+        prompt_lengths[i] = len(t.prompt_ids)
+        n = len(t.completion_ids)
+        if n:
+            completion[i, :n] = torch.tensor(t.completion_ids)
+            mask[i, :n] = torch.tensor(t.loss_mask, dtype=torch.float)
+            if t.logprobs:
+                sampler[i, :n] = torch.tensor(t.logprobs)
+    return TokenBatch(input_ids, attention, prompt_lengths, completion, mask, sampler)
+
+
+def completion_logprobs(model: Any, batch: TokenBatch, temperature: float, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (B, C) of each completion token under ``model`` at ``temperature``.
+
+    Also the per-token entropy (B, C) when asked. Gradients flow unless the caller disables them.
+    """
+    device = next(model.parameters()).device
+    width = batch.completion_ids.shape[1]
+    logits = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)).logits  # (B, L, V)
+    # Position p predicts token p + 1: the completion of row b is predicted by
+    # positions prompt_len - 1 ... prompt_len + C - 2.
+    offsets = batch.prompt_lengths.to(device)[:, None] - 1 + torch.arange(width, device=device)[None, :]  # (B, C)
+    offsets = offsets.clamp(max=logits.shape[1] - 1)
+    picked = logits.gather(1, offsets[:, :, None].expand(-1, -1, logits.shape[-1])).float() / temperature  # (B, C, V)
+    targets = batch.completion_ids.to(device)
+    logprobs = picked.gather(-1, targets[:, :, None])[:, :, 0] - torch.logsumexp(picked, dim=-1)  # (B, C)
+    entropy = None
+    if with_entropy:
+        log_p = torch.log_softmax(picked, dim=-1)
+        entropy = -(log_p.exp() * log_p).sum(-1)
+    return logprobs, entropy

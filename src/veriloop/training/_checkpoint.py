@@ -1,0 +1,72 @@
+"""Resumable checkpoints: weights, optimizer, scheduler, every RNG, the data cursor.
+
+A checkpoint is a directory ``step-NNNNNNNN`` written under a temporary name and renamed
+when complete, so a run killed while saving leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from veriloop.training._data import SamplerState
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(
+    root: Path, step: int, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
+    sampler_state: SamplerState, extra: dict[str, Any], keep: int,
+) -> Path:
+    """Write ``root/step-NNNNNNNN`` atomically and prune older ones beyond ``keep``."""
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:08d}"
+    staging = root / f".step-{step:08d}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging / "model")
+    tokenizer.save_pretrained(staging / "model")
+    torch.save(
+        {
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": rng_state(),
+            "sampler": dataclasses.asdict(sampler_state),
+            "extra": extra,
+        },
+        staging / "trainer_state.pt",
+    )
+    shutil.rmtree(final, ignore_errors=True)
+    staging.rename(final)
+    for old in list_checkpoints(root)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / "trainer_state.pt").exists())
+
+
+def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
+    return torch.load(checkpoint / "trainer_state.pt", weights_only=False)

@@ -1,0 +1,151 @@
+"""The RL training config: flat sections, every field with a default, YAML plus CLI overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from veriloop.core import UserError, describe_validation_error
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSection(Section):
+    path: str = Field(default="", description="local HF model directory to start from")
+    device: str = Field(default="cpu", description="cpu, cuda or cuda:N")
+    dtype: str = Field(default="auto", description="auto (bf16 on GPUs that have it, else fp32), float32, bfloat16")
+    lora_rank: int = Field(default=0, ge=0, description="LoRA rank; 0 trains all weights")
+    lora_alpha: int = Field(default=16, ge=1, description="LoRA scaling numerator")
+    lora_dropout: float = Field(default=0.0, ge=0, lt=1, description="LoRA dropout")
+
+
+class DataSection(Section):
+    train: str = Field(default="", description="training task set (.jsonl or .parquet)")
+    heldout: str = Field(default="", description="held-out task set for periodic evaluation (optional)")
+
+
+class RolloutSection(Section):
+    prompts_per_step: int = Field(default=16, ge=1, description="groups (prompts) trained on per step")
+    group_size: int = Field(default=8, ge=1, description="samples per prompt")
+    temperature: float = Field(default=1.0, gt=0, description="sampling temperature (also used to recompute log-probs)")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus sampling mass")
+    max_tokens: int = Field(default=64, ge=1, description="new tokens per model turn")
+    max_turns: int = Field(default=1, ge=1, description="model turns per episode")
+    tools: tuple[str, ...] = Field(default=(), description="tools for multi-turn episodes: python, shell, submit")
+    concurrency: int = Field(default=256, ge=1, description="episodes in flight at once")
+    max_batch_size: int = Field(default=256, ge=1, description="rows per generation batch")
+
+
+class AlgorithmSection(Section):
+    advantage: str = Field(default="grpo", description="grpo, dr_grpo, rloo or reinforce_pp")
+    clip_low: float = Field(default=0.2, ge=0, lt=1, description="lower ratio clip (1 - clip_low)")
+    clip_high: float = Field(default=0.28, ge=0, description="upper ratio clip (1 + clip_high)")
+    aggregation: str = Field(default="token-mean", description="token-mean, seq-mean-token-mean or seq-mean-token-sum")
+    dual_clip: float | None = Field(default=None, gt=1, description="cap for negative-advantage tokens (off when unset)")
+    beta: float = Field(default=0.0, ge=0, description="KL coefficient; 0 needs no reference model")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field(default="k3", description="KL estimator")
+    kl_mode: Literal["loss", "reward"] = Field(default="loss", description="KL as a loss term or a reward penalty")
+    entropy_coef: float = Field(default=0.0, ge=0, description="entropy bonus coefficient")
+    recompute_logprobs: bool = Field(default=False, description="recompute old log-probs instead of reusing the sampler's")
+    dynamic_sampling: bool = Field(default=True, description="drop groups whose rewards are all equal, and refill")
+    max_refills: int = Field(default=2, ge=0, description="extra sampling rounds to refill dropped groups")
+    overlong: Literal["none", "penalty", "mask"] = Field(default="none", description="shaping of answers cut at max_tokens")
+    overlong_buffer: int = Field(default=16, ge=1, description="tokens before max_tokens where the soft penalty starts")
+    overlong_penalty: float = Field(default=1.0, ge=0, description="penalty at (and past) max_tokens")
+
+    @field_validator("advantage")
+    @classmethod
+    def _known_estimator(cls, name: str) -> str:
+        from veriloop.algorithms import ADVANTAGE_ESTIMATORS
+
+        if name not in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"unknown estimator {name!r}; known: {', '.join(ADVANTAGE_ESTIMATORS.names())}")
+        return name
+
+    @field_validator("aggregation")
+    @classmethod
+    def _known_aggregation(cls, name: str) -> str:
+        from veriloop.algorithms import AGGREGATIONS
+
+        if name not in AGGREGATIONS:
+            raise ValueError(f"unknown aggregation {name!r}; known: {', '.join(AGGREGATIONS.names())}")
+        return name
+
+
+class OptimSection(Section):
+    lr: float = Field(default=1e-4, gt=0, description="AdamW learning rate")
+    warmup_steps: int = Field(default=10, ge=0, description="linear warm-up steps")
+    weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay")
+    max_grad_norm: float = Field(default=1.0, gt=0, description="gradient clipping norm")
+    micro_batch_size: int = Field(default=64, ge=1, description="sequences per forward/backward pass")
+    updates_per_batch: int = Field(default=1, ge=1, description="optimizer passes over each batch (PPO epochs)")
+
+
+class RunSection(Section):
+    steps: int = Field(default=100, ge=1, description="RL steps")
+    seed: int = Field(default=0, description="seed for data order, sampling and initialisation")
+    out: str = Field(default="runs/train", description="output directory")
+    eval_every: int = Field(default=0, ge=0, description="evaluate on data.heldout every N steps (0: off)")
+    eval_samples: int = Field(default=4, ge=1, description="samples per held-out task in periodic evaluation")
+    checkpoint_every: int = Field(default=10, ge=0, description="save a resumable checkpoint every N steps (0: at the end only)")
+    keep_checkpoints: int = Field(default=2, ge=1, description="checkpoints kept on disk")
+    save_trajectories: bool = Field(default=True, description="store every trajectory under OUT/trajectories")
+    loggers: tuple[str, ...] = Field(default=("jsonl", "tensorboard"), description="jsonl, tensorboard, wandb, mlflow")
+    progress: bool = Field(default=True, description="show a progress bar")
+
+
+class TrainConfig(Section):
+    model: ModelSection = Field(default_factory=ModelSection)
+    data: DataSection = Field(default_factory=DataSection)
+    rollout: RolloutSection = Field(default_factory=RolloutSection)
+    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
+    optim: OptimSection = Field(default_factory=OptimSection)
+    run: RunSection = Field(default_factory=RunSection)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.algorithm.advantage == "rloo" and self.rollout.group_size < 2:
+            raise ValueError("rloo needs rollout.group_size >= 2")
+        return self
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    section, _, field = key.partition(".")
+    if not field or "." in field:
+        raise UserError(f"override {key!r}: use SECTION.FIELD=VALUE, e.g. rollout.temperature=0.7")
+    data.setdefault(section, {})
+    if not isinstance(data[section], dict):
+        raise UserError(f"override {key!r}: {section!r} is not a section")
+    data[section][field] = value
+
+
+def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (), model: type[Section] = TrainConfig) -> Any:
+    """Read a YAML config and apply ``section.field=value`` overrides (values parsed as YAML)."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        source = Path(path)
+        if not source.is_file():
+            raise UserError(f"{source}: no such config file")
+        try:
+            data = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f": line {mark.line + 1}" if mark is not None else ""
+            raise UserError(f"{source}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        if not isinstance(data, dict):
+            raise UserError(f"{source}: expected a mapping of sections at the top level")
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise UserError(f"override {item!r}: expected SECTION.FIELD=VALUE")
+        _set_dotted(data, key.strip(), yaml.safe_load(raw) if raw.strip() else "")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"{path or 'config'}: {describe_validation_error(exc)}") from None

@@ -1,0 +1,48 @@
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+import yaml
+
+
+def test_a_killed_run_resumes_and_reproduces_the_next_steps(tmp_path, tiny_model_dir, digit_tasks):
+    from veriloop.core import write_jsonl
+    from veriloop.training import read_metrics
+
+    tasks = tmp_path / "tasks.jsonl"
+    write_jsonl(tasks, digit_tasks)
+    config = {
+        "model": {"path": str(tiny_model_dir)},
+        "data": {"train": str(tasks)},
+        "rollout": {"prompts_per_step": 2, "group_size": 4, "max_tokens": 8},
+        "optim": {"lr": 2e-3, "warmup_steps": 2},
+        "run": {"steps": 4, "checkpoint_every": 1, "keep_checkpoints": 10, "loggers": ["jsonl"], "progress": False},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    veriloop = [sys.executable, "-m", "veriloop.cli._entry"]
+
+    straight = subprocess.run([*veriloop, "train", str(path), f"run.out={tmp_path / 'straight'}"], capture_output=True, text=True, timeout=600)
+    assert straight.returncode == 0, straight.stderr
+
+    killed_out = tmp_path / "killed"
+    process = subprocess.Popen([*veriloop, "train", str(path), f"run.out={killed_out}", "run.steps=1000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (killed_out / "checkpoints" / "step-00000001").exists() and time.time() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    resumed = subprocess.run([*veriloop, "train", str(path), f"run.out={killed_out}"], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+
+    from safetensors.torch import load_file
+
+    for step in range(2, 5):
+        name = f"step-{step:08d}/model/model.safetensors"
+        first = load_file(tmp_path / "straight" / "checkpoints" / name)
+        second = load_file(killed_out / "checkpoints" / name)
+        assert all(torch.equal(first[k], second[k]) for k in first), step
+    assert [r["step"] for r in read_metrics(killed_out)] == [1, 2, 3, 4]
+    assert [r["reward/sampled_mean"] for r in read_metrics(killed_out)] == [r["reward/sampled_mean"] for r in read_metrics(tmp_path / "straight")]
