@@ -5,6 +5,7 @@ from veriloop.rollout._actions import Action, parse_action, tool_instructions
 from veriloop.rollout._engine import ENGINES, Engine, Prompt, create_engine
 from veriloop.rollout._episode import EpisodeConfig, Observation, ToolExecutor, observation_ids, run_episode
 from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer
+from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
 from veriloop.rollout._rollout import RolloutBatch, RolloutMetrics, arollout, rollout, summarize
 from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
@@ -20,6 +21,7 @@ __all__ = [
     "FailureTracker",
     "FinishReason",
     "HFEngine",
+    "LeanDecoder",
     "Observation",
     "OpenAIEngine",
     "Prompt",

@@ -17,6 +17,7 @@ from typing import Any
 
 from veriloop.core import UserError
 from veriloop.rollout._engine import ENGINES, Prompt
+from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._sampling import Sample, SamplingParams
 from veriloop.rollout._stopping import repeating_block
 
@@ -61,6 +62,7 @@ class HFEngine:
         device: str = "cpu",
         dtype: str = "auto",
         max_batch_size: int = 64,
+        lean: bool = True,
     ):
         if isinstance(model, (str, Path)):
             model, loaded_tokenizer = load_model_and_tokenizer(model, device, dtype)
@@ -69,6 +71,8 @@ class HFEngine:
             raise ValueError("an in-memory model needs its tokenizer")
         self.model = model
         self._tokenizer = tokenizer
+        # The lean forward when the architecture allows it; the model's own forward otherwise.
+        self.lean = LeanDecoder(model) if lean and LeanDecoder.supports(model) else None
         self.max_batch_size = max_batch_size
         self.policy_version = 0
         self._lock = threading.Lock()  # one forward pass at a time on the shared model
@@ -133,9 +137,68 @@ def _filter_top_p(logits: Any, top_p: float) -> Any:
     return logits.masked_fill(drop, float("-inf"))
 
 
+class _HFStepper:
+    """Prefill and decode through the model itself, with a transformers KV cache."""
+
+    def __init__(self, model: Any):
+        from transformers import DynamicCache
+
+        self.model = model
+        self.cache = DynamicCache()
+        self.cache_arg = _cache_argument(model)
+
+    def prefill(self, input_ids: Any, attention: Any, positions: Any, max_new: int) -> Any:
+        self.attention = attention
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **{self.cache_arg: self.cache})
+        return out.logits[:, -1, :]
+
+    def decode(self, tokens: Any, positions: Any) -> Any:
+        import torch
+
+        self.attention = torch.cat([self.attention, torch.ones_like(self.attention[:, :1])], dim=-1)
+        out = self.model(input_ids=tokens[:, None], attention_mask=self.attention, position_ids=positions, use_cache=True, **{self.cache_arg: self.cache})
+        return out.logits[:, -1, :]
+
+    def select(self, index: Any) -> None:
+        self.cache.batch_select_indices(index)
+        self.attention = self.attention[index]
+
+    def close(self) -> None:
+        self.cache = None
+
+
+class _LeanStepper:
+    """Prefill and decode through ``LeanDecoder`` with a preallocated KV cache."""
+
+    def __init__(self, lean: LeanDecoder):
+        self.lean = lean
+        lean.fuse()  # the weights may have changed since the last batch
+
+    def close(self) -> None:
+        self.lean.unfuse()
+
+    def prefill(self, input_ids: Any, attention: Any, positions: Any, max_new: int) -> Any:
+        import torch
+
+        batch, width = input_ids.shape
+        self.slot = width
+        self.key_mask = torch.cat([attention.bool(), attention.new_ones((batch, max_new), dtype=torch.bool)], dim=1)
+        self.cache = self.lean.new_cache(batch, width + max_new, self.lean.embed.weight)
+        logits = self.lean.forward(input_ids, positions, self.key_mask[:, :width], self.cache, 0, last_only=True)
+        return logits[:, -1, :]
+
+    def decode(self, tokens: Any, positions: Any) -> Any:
+        logits = self.lean.forward(tokens[:, None], positions, self.key_mask[:, : self.slot + 1], self.cache, self.slot, last_only=True)
+        self.slot += 1
+        return logits[:, -1, :]
+
+    def select(self, index: Any) -> None:
+        self.cache = [(k[index], v[index]) for k, v in self.cache]
+        self.key_mask = self.key_mask[index]
+
+
 def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | None]], params: SamplingParams) -> list[Sample]:
     import torch
-    from transformers import DynamicCache
 
     model, tokenizer = engine.model, engine.tokenizer
     device = next(model.parameters()).device
@@ -156,17 +219,16 @@ def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | No
         generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, (1,)).item()) + i)
         uniforms[i] = torch.rand(params.max_tokens, generator=generator)
     uniforms = uniforms.to(device)
+
     generated: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
     finish: list[str | None] = [None] * batch
     active = list(range(batch))  # row index in `rows` of each live cache row
     active_index = torch.arange(batch, device=device)
-    cache = DynamicCache()
-    cache_arg = _cache_argument(model)
+    stepper = _LeanStepper(engine.lean) if engine.lean is not None else _HFStepper(model)
     eos = engine.eos_token_ids
     with torch.inference_mode():
-        out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **{cache_arg: cache})
-        logits = out.logits[:, -1, :].float()  # (B_active, V)
+        logits = stepper.prefill(input_ids, attention, positions, params.max_tokens).float()  # (B_active, V)
         next_position = positions[:, -1:] + 1  # (B_active, 1)
         for step in range(params.max_tokens):
             scaled = logits / params.temperature if params.temperature > 0 else logits
@@ -183,7 +245,7 @@ def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | No
             for k, (r, token) in enumerate(zip(active, chosen.tolist())):
                 generated[r].append(token)
                 logprobs[r].append(chosen_logprobs[k])
-                reason = _finish_reason(engine, generated[r], token, eos, params, tokenizer)
+                reason = _finish_reason(generated[r], token, eos, params, tokenizer)
                 if reason is None and step == params.max_tokens - 1:
                     reason = "length"
                 if reason is None:
@@ -193,15 +255,13 @@ def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | No
             if not keep:
                 break
             if len(keep) < len(active):
-                index = torch.tensor(keep, device=logits.device)
-                cache.batch_select_indices(index)
-                attention, next_position, chosen = attention[index], next_position[index], chosen[index]
+                index = torch.tensor(keep, device=device)
+                stepper.select(index)
+                next_position, chosen, active_index = next_position[index], chosen[index], active_index[index]
                 active = [active[k] for k in keep]
-                active_index = active_index[index]
-            attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
-            out = model(input_ids=chosen[:, None], attention_mask=attention, position_ids=next_position, use_cache=True, **{cache_arg: cache})
-            logits = out.logits[:, -1, :].float()
+            logits = stepper.decode(chosen, next_position).float()
             next_position = next_position + 1
+    stepper.close()
     return [
         Sample(
             text=tokenizer.decode(generated[r], skip_special_tokens=False),
@@ -221,7 +281,7 @@ def _cache_argument(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def _finish_reason(engine: HFEngine, ids: list[int], token: int, eos: frozenset[int], params: SamplingParams, tokenizer: Any) -> str | None:
+def _finish_reason(ids: list[int], token: int, eos: frozenset[int], params: SamplingParams, tokenizer: Any) -> str | None:
     if token in eos and not params.ignore_eos:
         return "eos"
     if params.stop:

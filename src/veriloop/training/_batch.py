@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from veriloop.core import Trajectory
+from veriloop.rollout import LeanDecoder
 
 
 @dataclass
@@ -58,19 +59,27 @@ def token_batch(trajectories: Sequence[Trajectory], pad_id: int) -> TokenBatch:
     return TokenBatch(input_ids, attention, prompt_lengths, completion, mask, sampler)
 
 
-def completion_logprobs(model: Any, batch: TokenBatch, temperature: float, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def completion_logprobs(
+    model: Any, batch: TokenBatch, temperature: float, with_entropy: bool = False, lean: LeanDecoder | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, C) of each completion token under ``model`` at ``temperature``.
 
-    Also the per-token entropy (B, C) when asked. Gradients flow unless the caller disables them.
+    Also the per-token entropy (B, C) when asked. Gradients flow unless the caller disables
+    them. ``lean`` (a LeanDecoder over the same model) computes the same values faster.
     """
     device = next(model.parameters()).device
     width = batch.completion_ids.shape[1]
-    logits = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)).logits  # (B, L, V)
+    input_ids, attention = batch.input_ids.to(device), batch.attention_mask.to(device)
     # Position p predicts token p + 1: the completion of row b is predicted by
     # positions prompt_len - 1 ... prompt_len + C - 2.
     offsets = batch.prompt_lengths.to(device)[:, None] - 1 + torch.arange(width, device=device)[None, :]  # (B, C)
-    offsets = offsets.clamp(max=logits.shape[1] - 1)
-    picked = logits.gather(1, offsets[:, :, None].expand(-1, -1, logits.shape[-1])).float() / temperature  # (B, C, V)
+    offsets = offsets.clamp(max=input_ids.shape[1] - 1)
+    if lean is not None:
+        positions = torch.arange(input_ids.shape[1], device=device).expand_as(input_ids)
+        picked = lean.forward(input_ids, positions, attention.bool(), select=offsets).float() / temperature  # (B, C, V)
+    else:
+        logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, L, V)
+        picked = logits.gather(1, offsets[:, :, None].expand(-1, -1, logits.shape[-1])).float() / temperature  # (B, C, V)
     targets = batch.completion_ids.to(device)
     logprobs = picked.gather(-1, targets[:, :, None])[:, :, 0] - torch.logsumexp(picked, dim=-1)  # (B, C)
     entropy = None

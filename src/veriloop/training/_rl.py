@@ -20,7 +20,7 @@ import torch
 
 from veriloop.algorithms import AGGREGATIONS, compute_advantages, kl_penalty, policy_loss
 from veriloop.core import Task, Trajectory
-from veriloop.rollout import EpisodeConfig, HFEngine, StopConfig, TrajectoryStore, rollout
+from veriloop.rollout import EpisodeConfig, HFEngine, LeanDecoder, StopConfig, TrajectoryStore, rollout
 from veriloop.tasks import load_tasks
 from veriloop.training._batch import TokenBatch, completion_logprobs, token_batch
 from veriloop.training._checkpoint import list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
@@ -52,6 +52,7 @@ class RLTrainer:
         self.model, self.tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
         self.reference = reference_model(self.model, config.model) if config.algorithm.beta > 0 else None
         self.engine = HFEngine(self.model, self.tokenizer, max_batch_size=config.rollout.max_batch_size)
+        self.reference_lean = LeanDecoder(self.reference) if self.reference is not None and LeanDecoder.supports(self.reference) else None
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
         warmup = max(config.optim.warmup_steps, 1)
@@ -165,9 +166,10 @@ class RLTrainer:
         out = []
         context = self.model.disable_adapter() if self.reference is None else contextlib.nullcontext()
         model = self.model if self.reference is None else self.reference
+        lean = self.reference_lean if self.reference is not None else None
         with context:
             for rows in self._micro_batches(batch):
-                logprobs, _ = completion_logprobs(model, batch.select(rows), self.config.rollout.temperature)
+                logprobs, _ = completion_logprobs(model, batch.select(rows), self.config.rollout.temperature, lean=lean)
                 out.append(logprobs.cpu())
         return torch.cat(out)
 
@@ -175,7 +177,7 @@ class RLTrainer:
         if not self.config.algorithm.recompute_logprobs:
             return batch.sampler_logprobs, {}
         with torch.no_grad():
-            recomputed = torch.cat([completion_logprobs(self.model, batch.select(r), self.config.rollout.temperature)[0].cpu() for r in self._micro_batches(batch)])
+            recomputed = torch.cat([completion_logprobs(self.model, batch.select(r), self.config.rollout.temperature, lean=self.engine.lean)[0].cpu() for r in self._micro_batches(batch)])
         diff = (recomputed - batch.sampler_logprobs).abs() * batch.loss_mask
         tokens = batch.loss_mask.sum().clamp(min=1)
         return recomputed, {"logprob_mismatch/mean_abs": float(diff.sum() / tokens), "logprob_mismatch/max_abs": float(diff.max())}
@@ -210,7 +212,7 @@ class RLTrainer:
         for rows in self._micro_batches(batch):
             micro = batch.select(rows)
             weight = float(micro.loss_mask.sum()) / total_tokens if algo.aggregation == "token-mean" else len(micro) / len(batch)
-            logprobs, entropy = completion_logprobs(self.model, micro, self.config.rollout.temperature, with_entropy=algo.entropy_coef > 0)
+            logprobs, entropy = completion_logprobs(self.model, micro, self.config.rollout.temperature, with_entropy=algo.entropy_coef > 0, lean=self.engine.lean)
             device = logprobs.device
             mask = micro.loss_mask.to(device)
             loss, stats = policy_loss(
