@@ -11,7 +11,7 @@ import sys
 import click
 import typer
 
-from veriloop.cli import _tasks
+from veriloop.cli import _audit, _sandbox, _tasks, _train, _trajectories, _verify
 
 app = typer.Typer(
     name="veriloop",
@@ -21,6 +21,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(_tasks.app, name="tasks")
+app.add_typer(_sandbox.app, name="sandbox")
+app.add_typer(_trajectories.app, name="trajectories")
+app.command("train")(_train.train)
+app.command("verify")(_verify.verify)
+app.command("audit")(_audit.audit)
 
 
 def _print_user_error(exc: BaseException) -> None:

@@ -13,7 +13,8 @@ app = typer.Typer(help="Check, import and generate task sets.", no_args_is_help=
 def validate(
     file: Path = typer.Argument(..., help="task set (.jsonl or .parquet)"),
 ) -> int:
-    """Check every task: JSON, required fields, unique ids, known verifier kinds and their fields.
+    """Check every task: JSON, required fields, unique ids, known verifier kinds and their fields,
+    and that every gold answer passes its own verifier.
 
     Prints every problem as FILE: line N: ..., then a per-domain count. Exits 2 if any problem.
     """
@@ -22,7 +23,7 @@ def validate(
 
     from veriloop.tasks import check_task_file
 
-    result = check_task_file(file)
+    result = check_task_file(file, gold=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     for line in result.errors:
         err.print(line, style="red", markup=False)
@@ -36,3 +37,100 @@ def validate(
         err.print(f"{len(result.errors)} problem(s) in {file}", style="bold red", markup=False)
         return 2
     return 0
+
+
+_FREE_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _write_tasks(out: Path, tasks: list) -> None:
+    import click
+
+    from veriloop.core import write_records
+
+    count = write_records(out, tasks)
+    domains = sorted({task.domain for task in tasks})
+    shown = ", ".join(domains[:5]) + (", ..." if len(domains) > 5 else "")
+    click.echo(f"wrote {count} tasks ({shown}) to {out}", err=True)
+
+
+@app.command("generate", context_settings=_FREE_OPTIONS)
+def generate(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="generator: arithmetic, numeric-tables, ... (see 'tasks sources')"),
+    seed: int = typer.Option(..., "--seed", help="random seed; the same seed gives the same tasks"),
+    size: int = typer.Option(..., "--size", help="number of tasks"),
+    out: Path = typer.Option(..., "--out", help="task file to write (.jsonl or .parquet)"),
+) -> int:
+    """Draw a seeded task set. Generator options follow as --name value (see 'tasks sources')."""
+    from veriloop.cli._options import parse_extra_options
+    from veriloop.tasks import generate_tasks
+
+    options = parse_extra_options(ctx.args)
+    _write_tasks(out, generate_tasks(name, seed=seed, size=size, **options))
+    return 0
+
+
+@app.command("import", context_settings=_FREE_OPTIONS)
+def import_(
+    ctx: typer.Context,
+    source: str = typer.Argument(..., help="importer: jsonl, reasoning-gym, verl-parquet, ... (see 'tasks sources')"),
+    target: str = typer.Argument(None, help="what to import: a file, or a dataset name"),
+    out: Path = typer.Option(..., "--out", help="task file to write (.jsonl or .parquet)"),
+) -> int:
+    """Convert existing data into a task set. Importer options follow as --name value."""
+    from veriloop.cli._options import parse_extra_options
+    from veriloop.tasks import IMPORTERS
+
+    importer = IMPORTERS.get(source)
+    options = parse_extra_options(ctx.args)
+    if importer.argument is not None and target is not None:
+        options[importer.argument] = target
+    elif target is not None:
+        options["target"] = target  # rejected by the options model with the list of known options
+    _write_tasks(out, importer.run(options))
+    return 0
+
+
+@app.command("sources")
+def sources() -> int:
+    """List the task generators and importers with their options."""
+    import click
+
+    from veriloop.tasks import GENERATORS, IMPORTERS
+
+    for title, registry in (("generators", GENERATORS), ("importers", IMPORTERS)):
+        click.echo(f"{title}:")
+        for name in registry:
+            entry = registry.get(name)
+            argument = f" {entry.argument.upper()}" if entry.argument else ""
+            click.echo(f"  {name}{argument}  {entry.summary}")
+            for option, help_text in entry.option_help():
+                click.echo(f"      {option:<22} {help_text}")
+    return 0
+
+
+@app.command("contamination")
+def contamination_(
+    train: Path = typer.Argument(..., help="training task set"),
+    heldout: Path = typer.Argument(..., help="held-out task set"),
+    ngram: int = typer.Option(0, "--ngram", help="also flag questions sharing a run of this many words (0: off)"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> int:
+    """Report held-out tasks whose question also appears in the training set. Exits 1 if any."""
+    import json
+
+    import click
+
+    from veriloop.tasks import contamination, load_tasks
+
+    report = contamination(load_tasks(train), load_tasks(heldout), ngram=ngram or None)
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+    else:
+        for overlap in report.overlaps[:20]:
+            click.echo(f"{overlap.heldout_id}  ~  {overlap.train_id}  ({overlap.how})")
+        if len(report.overlaps) > 20:
+            click.echo(f"... and {len(report.overlaps) - 20} more")
+        click.echo(f"{len(report.contaminated_ids)} of {report.heldout_size} held-out tasks "
+                   f"({report.fraction:.1%}) overlap the {report.train_size} training tasks")
+    return 0 if report.clean else 1

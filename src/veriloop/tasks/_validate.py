@@ -41,8 +41,25 @@ def check_task(task: Task) -> str | None:
     return None
 
 
-def check_task_file(path: str | os.PathLike[str]) -> TaskSetCheck:
-    """Check every row of a JSONL/Parquet task file: JSON, schema, unique ids, verifier kind."""
+def gold_failures(path: str | os.PathLike[str], tasks: list[tuple[int, Task]]) -> list[str]:
+    """``FILE: line N: gold answer fails its verifier: ...`` for each ``(line, task)`` whose
+    gold answer does not pass (an infra error counts: the gold could not be checked)."""
+    from veriloop.core import Response
+    from veriloop.verifiers import code_workers, gold_response, verify_many
+
+    with_gold = [(line, task) for line, task in tasks if task.gold is not None]
+    pairs = [(task, Response(id=task.id, task_id=task.id, response=gold_response(task) or "")) for _, task in with_gold]
+    scores = verify_many(pairs, threads=2 * code_workers())
+    return [
+        f"{path}: line {line}: gold answer fails its verifier: {score.detail}"
+        for (line, _), score in zip(with_gold, scores)
+        if not score.passed
+    ]
+
+
+def check_task_file(path: str | os.PathLike[str], gold: bool = False) -> TaskSetCheck:
+    """Check every row of a JSONL/Parquet task file: JSON, schema, unique ids, verifier kind,
+    and with ``gold=True`` that every gold answer passes its own verifier."""
     tasks: list[Task] = []
     errors: list[str] = []
     first_line: dict[str, int] = {}
@@ -65,6 +82,8 @@ def check_task_file(path: str | os.PathLike[str]) -> TaskSetCheck:
             errors.append(f"{where}: {problem}")
             continue
         tasks.append(task)
+    if gold:
+        errors += gold_failures(path, [(first_line[task.id], task) for task in tasks])
     return TaskSetCheck(path=str(path), tasks=tuple(tasks), errors=tuple(errors))
 
 

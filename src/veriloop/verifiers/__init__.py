@@ -1,6 +1,23 @@
 """Layer 2: verifier kinds in a registry, and ``verify`` which turns a response into a Score."""
 
 from veriloop.verifiers import _text  # noqa: F401  (registers the kinds)
+from veriloop.verifiers import _python_tests, _stdio  # noqa: F401  (registers the code kinds)
+from veriloop.verifiers import _combine, _json_schema, _math, _numeric, _reasoning_gym  # noqa: F401
+from veriloop.verifiers._combine import AllOfConfig, CheckSpec, WeightedConfig
+from veriloop.verifiers._json_schema import JsonSchemaConfig
+from veriloop.verifiers._math import MathConfig
+from veriloop.verifiers._numeric import NumericConfig, Tolerance, extract_named_values
+from veriloop.verifiers._penalties import PENALTIES, PenaltyConfig, PenaltyKind, register_penalty
+from veriloop.verifiers._reasoning_gym import ReasoningGymConfig
+from veriloop.verifiers._workers import CheckTimeout, close_shared_pools, set_check_workers
+from veriloop.verifiers._audit import AuditReport, AuditRow, audit_tasks
+from veriloop.verifiers._batch import BATCH_CHECKS, register_batch_check, verify_many
+from veriloop.verifiers._exploits import CATEGORIES as EXPLOIT_CATEGORIES
+from veriloop.verifiers._exploits import EXPLOIT_ADAPTERS, Exploit, exploits_for, gold_response
+from veriloop.verifiers._code_sandbox import code_workers, set_code_workers, start_code_sandbox
+from veriloop.verifiers._extract import candidate_program, extract_code
+from veriloop.verifiers._python_tests import PythonTestsConfig
+from veriloop.verifiers._stdio import StdioCase, StdioConfig
 from veriloop.verifiers._registry import (
     VERIFIERS,
     GraderError,
@@ -13,13 +30,48 @@ from veriloop.verifiers._registry import (
 from veriloop.verifiers._text import ExactConfig, RegexConfig
 
 __all__ = [
+    "AllOfConfig",
+    "AuditReport",
+    "AuditRow",
+    "EXPLOIT_ADAPTERS",
+    "EXPLOIT_CATEGORIES",
+    "Exploit",
+    "CheckSpec",
+    "CheckTimeout",
+    "JsonSchemaConfig",
+    "MathConfig",
+    "NumericConfig",
+    "PENALTIES",
+    "PenaltyConfig",
+    "PenaltyKind",
+    "ReasoningGymConfig",
+    "Tolerance",
+    "WeightedConfig",
+    "close_shared_pools",
+    "extract_named_values",
+    "register_penalty",
+    "set_check_workers",
     "VERIFIERS",
+    "BATCH_CHECKS",
     "ExactConfig",
     "GraderError",
+    "PythonTestsConfig",
     "RegexConfig",
+    "StdioCase",
+    "StdioConfig",
     "Verdict",
     "VerifierConfig",
     "VerifierKind",
+    "candidate_program",
+    "code_workers",
+    "extract_code",
+    "audit_tasks",
+    "exploits_for",
+    "gold_response",
+    "register_batch_check",
     "register_verifier",
+    "set_code_workers",
+    "start_code_sandbox",
     "verify",
+    "verify_many",
 ]

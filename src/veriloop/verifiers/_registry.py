@@ -70,19 +70,26 @@ def verify(task: Task, response: Response) -> Score:
         config = kind.parse_config(task.verifier)
         verdict = kind.check(config, task, response.response)
     except Exception as exc:  # the grader broke: report it apart from wrong answers
+        return score_of(kind.name, task, response, exc)
+    return score_of(kind.name, task, response, verdict)
+
+
+def score_of(kind_name: str, task: Task, response: Response, outcome: Verdict | Exception) -> Score:
+    """The Score for a check's outcome: a Verdict, or the exception of a grader that broke."""
+    if isinstance(outcome, Exception):
         return Score(
             id=response.id,
             task_id=task.id,
             reward=None,
             passed=False,
             status="infra_error",
-            detail=f"{kind.name} verifier failed: {type(exc).__name__}: {exc}",
+            detail=f"{kind_name} verifier failed: {type(outcome).__name__}: {outcome}",
         )
     return Score(
         id=response.id,
         task_id=task.id,
-        reward=float(verdict.reward),
-        passed=verdict.passed,
-        detail=verdict.detail,
-        feedback=verdict.feedback,
+        reward=float(outcome.reward),
+        passed=outcome.passed,
+        detail=outcome.detail,
+        feedback=outcome.feedback,
     )

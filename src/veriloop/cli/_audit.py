@@ -1,0 +1,66 @@
+"""``veriloop audit``: red-team a task set's verifiers and report what fooled them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def _table(report):
+    from rich.table import Table
+
+    table = Table(title=f"verifier audit: {report.tasks} tasks sampled", title_justify="left")
+    for column, justify in (("kind", "left"), ("threat", "left"), ("tasks", "right"), ("fooled", "right"),
+                            ("grader broke", "right"), ("max reward", "right"), ("worst case", "left")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for row in report.rows:
+        table.add_row(
+            row.kind, row.category, str(row.tasks), str(row.fooled), str(row.broke), f"{row.max_reward:.2f}",
+            row.example if not row.ok or row.max_reward > 0 else "", style=None if row.ok else "bold red",
+        )
+    return table
+
+
+def audit(
+    tasks: Path = typer.Option(..., "--tasks", help="task set (.jsonl or .parquet)"),
+    out: Path = typer.Option(None, "--out", help="write the full report as JSON here"),
+    repeats: int = typer.Option(2, "--repeats", min=1, max=20, help="runs of each gold answer (flakiness check)"),
+    per_kind: int = typer.Option(25, "--per-kind", min=1, help="tasks sampled per verifier kind"),
+    workers: int = typer.Option(2, "--workers", min=1, max=256, help="sandboxed processes run at once"),
+) -> int:
+    """Red-team the task set's verifiers with a library of reward hacks and mutated gold answers.
+
+    One exploit or more per threat category, adapted to each verifier kind; gold answers must
+    pass and repeated runs must agree. Prints a table, writes JSON with --out, and exits 1 when a verifier was fooled, broke, was
+    flaky or rejected a gold answer.
+    """
+    import json
+    import sys
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from veriloop.core import atomic_write
+    from veriloop.tasks import load_tasks
+    from veriloop.verifiers import audit_tasks, set_code_workers
+
+    task_list = load_tasks(tasks)
+    set_code_workers(workers)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    with Progress(console=err, transient=True, disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task("auditing", total=None)
+        report, checked = audit_tasks(
+            task_list, repeats=repeats, per_kind=per_kind, threads=2 * workers,
+            on_score=lambda _: progress.advance(bar),
+        )
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    console.print(_table(report))
+    for line in (*report.gold_failures, *report.flaky):
+        err.print(line, style="red", markup=False)
+    if out is not None:
+        with atomic_write(out) as handle:
+            json.dump({"ok": report.ok, "responses": checked, **report.model_dump(mode="json")}, handle, indent=2)
+    verdict = "no verifier was fooled" if report.ok else "verifiers were fooled, broke or were flaky"
+    err.print(f"{checked} responses checked: {verdict}", style="green" if report.ok else "bold red", markup=False)
+    return 0 if report.ok else 1

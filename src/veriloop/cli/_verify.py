@@ -1,0 +1,76 @@
+"""``veriloop verify``: score a file of responses against a task set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def _pairs(tasks_path: Path, responses_path: Path) -> list:
+    """``(task, response)`` per response row, in order; every bad row reported at once."""
+    from veriloop.core import Response, RowErrors, iter_objects, read_records
+    from veriloop.tasks import load_tasks
+
+    tasks = {task.id: task for task in load_tasks(tasks_path)}
+    responses = read_records(responses_path, Response)
+    lines = [number for number, _, _ in iter_objects(responses_path)]
+    errors = [
+        f"{responses_path}: line {line}: task_id {response.task_id!r} is not in {tasks_path}"
+        for line, response in zip(lines, responses)
+        if response.task_id not in tasks
+    ]
+    if errors:
+        raise RowErrors(errors)
+    return [(tasks[response.task_id], response) for response in responses]
+
+
+def _summary(scores: list, seconds: float) -> list[str]:
+    from collections import defaultdict
+
+    infra = [s for s in scores if s.status == "infra_error"]
+    scored = [s for s in scores if s.status == "scored"]
+    mean = sum(s.reward for s in scored) / len(scored) if scored else 0.0
+    lines = [
+        f"verified {len(scores)} responses in {seconds:.1f}s: mean reward {mean:.3f} over {len(scored)} scored, "
+        f"{sum(s.passed for s in scores)} passed, {len(infra)} infra errors"
+    ]
+    reasons: dict[str, int] = defaultdict(int)
+    for score in infra:
+        reasons[score.detail[:120]] += 1
+    lines += [f"  infra error x{count}: {reason}" for reason, count in sorted(reasons.items(), key=lambda r: -r[1])[:5]]
+    return lines
+
+
+def verify(
+    tasks: Path = typer.Option(..., "--tasks", help="task set (.jsonl or .parquet)"),
+    responses: Path = typer.Option(..., "--responses", help="responses: rows of id, task_id, response"),
+    out: Path = typer.Option(..., "--out", help="scores to write (.jsonl or .parquet), one row per response"),
+    workers: int = typer.Option(2, "--workers", min=1, max=256, help="sandboxed processes run at once"),
+) -> int:
+    """Score every response with its task's verifier, in order, keeping each row's id.
+
+    Writes one score row per response row (reward, passed, status, detail, feedback) and prints
+    a summary on stderr. A grader failure is an infra_error, counted apart, never a reward of 0.
+    """
+    import sys
+    import time
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from veriloop.core import write_records
+    from veriloop.verifiers import set_code_workers, start_code_sandbox, verify_many
+
+    set_code_workers(workers)
+    start_code_sandbox()
+    pairs = _pairs(tasks, responses)
+    started = time.perf_counter()
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    with Progress(console=err, transient=True, disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task("verifying", total=len(pairs))
+        scores = verify_many(pairs, threads=2 * workers, on_score=lambda _: progress.advance(bar))
+    write_records(out, scores)
+    for line in _summary(scores, time.perf_counter() - started):
+        err.print(line, markup=False)
+    return 0

@@ -1,0 +1,40 @@
+"""Layer 1: isolated, limited, fast execution of model-written code.
+
+    from veriloop.sandbox import Sandbox, Limits, ExecResult
+    with Sandbox(limits=Limits(timeout_s=5, memory_mb=256), workers=2) as sb:
+        sb.run(["python3", "-c", "print(1)"], files={"a.txt": "..."}, stdin="")
+        sb.run_python("print(1)")            # a warm interpreter, forked per run
+        sb.map_python(["print(1)", ...])     # all workers busy, results in order
+        await sb.arun_python("print(1)")
+
+Backends are registered by name in ``BACKENDS``: ``bwrap`` (local bubblewrap sandboxes) and
+``remote`` (a ``veriloop sandbox serve`` service). ``run_code`` runs source in any language
+of ``LANGUAGES``; ``create_app`` is the HTTP service (SandboxFusion's ``/run_code``).
+"""
+
+from veriloop.core import ExecResult, Snapshot
+from veriloop.sandbox import _remote  # noqa: F401  (registers the "remote" backend)
+from veriloop.sandbox._backend import BACKENDS, Backend, BackendSettings
+from veriloop.sandbox._job import Job
+from veriloop.sandbox._languages import LANGUAGES, CodeRun, Language, run_code
+from veriloop.sandbox._limits import Limits
+from veriloop.sandbox._sandbox import Sandbox
+from veriloop.sandbox._service import create_app
+from veriloop.sandbox._worker import SandboxUnavailable
+
+__all__ = [
+    "BACKENDS",
+    "LANGUAGES",
+    "Backend",
+    "BackendSettings",
+    "CodeRun",
+    "ExecResult",
+    "Job",
+    "Language",
+    "Limits",
+    "Sandbox",
+    "SandboxUnavailable",
+    "Snapshot",
+    "create_app",
+    "run_code",
+]

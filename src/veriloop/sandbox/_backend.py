@@ -1,0 +1,70 @@
+"""Sandbox backends, by name: each turns a Job into an ExecResult, on ``workers`` at once."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from veriloop.core import ExecResult, Registry
+from veriloop.sandbox._job import Job
+from veriloop.sandbox._limits import Limits
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """What a backend is built from; each backend reads the fields it needs."""
+
+    limits: Limits
+    workers: int
+    network: bool = False
+    python: str | None = None  # bwrap: host path of the interpreter used inside
+    url: str | None = None  # remote: the service's base URL
+    token: str | None = None  # remote: bearer token
+
+
+class Backend(Protocol):
+    """Runs jobs; ``execute`` is called from up to ``workers`` threads at once."""
+
+    def execute(self, job: Job) -> ExecResult: ...
+
+    def close(self) -> None: ...
+
+
+BACKENDS: Registry[Callable[[BackendSettings], Backend]] = Registry("sandbox backend")
+
+
+@BACKENDS.register("bwrap")
+class BwrapBackend:
+    """A pool of bubblewrap sandboxes, each a warm server process; a job takes a free one."""
+
+    def __init__(self, settings: BackendSettings):
+        from veriloop.sandbox._bwrap import launch_for
+        from veriloop.sandbox._python import find_python
+        from veriloop.sandbox._worker import Worker
+
+        launch = launch_for(find_python(settings.python), settings.limits, settings.network)
+        self._workers = [Worker(launch, settings.limits) for _ in range(settings.workers)]
+        self._idle: queue.SimpleQueue[Worker] = queue.SimpleQueue()
+        try:
+            for worker in self._workers:
+                worker.spawn()
+            for worker in self._workers:
+                worker.wait_ready()
+                self._idle.put(worker)
+        except BaseException:
+            self.close()
+            raise
+        self.python_version = self._workers[0].python_version
+
+    def execute(self, job: Job) -> ExecResult:
+        worker = self._idle.get()
+        try:
+            return worker.execute(job)
+        finally:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.shutdown()

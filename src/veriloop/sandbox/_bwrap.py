@@ -1,0 +1,105 @@
+"""The bubblewrap command line of one sandbox: what it sees, what it may write, who it runs as.
+
+Every namespace is private (user, PID, IPC, UTS, mount, and network unless asked for), the
+system is mounted read-only (``/usr`` and the few ``/etc`` files programs need), and the only
+writable places are three small tmpfs mounts: ``/workspace``, ``/tmp`` and ``/dev/shm``. There
+is no host ``/tmp``, home, project directory or ``/run``; the environment is cleared. When the
+host runs as root, bubblewrap itself runs as ``nobody``, so even the sandbox's files on the
+host side belong to no one with rights, and ``RLIMIT_NPROC`` is counted per sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from veriloop.core import UserError
+from veriloop.sandbox._limits import Limits
+from veriloop.sandbox._python import SandboxPython
+from veriloop.sandbox._seccomp import seccomp_program
+
+SANDBOX_UID = 1000  # the run's uid as the sandbox sees it
+NOBODY = 65534
+HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+ZYGOTE_SOURCE = (Path(__file__).with_name("_zygote.py")).read_text(encoding="utf-8")
+
+_ROOT_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime")
+_ETC_NETWORK = ("resolv.conf", "hosts", "nsswitch.conf", "host.conf", "gai.conf", "ssl", "ca-certificates")
+_PASSWD = f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/workspace:/bin/sh\n"
+_GROUP = f"sandbox:x:{SANDBOX_UID}:\n"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything needed to start one sandbox server process."""
+
+    head: tuple[str, ...]  # bubblewrap arguments before the data passed through pipes
+    data: tuple[tuple[str, str, bytes], ...]  # (option, path in the sandbox or "", content)
+    tail: tuple[str, ...]  # the remaining arguments and the command
+    run_as: int | None  # host uid/gid to drop to before bubblewrap starts, or None
+
+    def argv(self, data_fds: list[int]) -> list[str]:
+        """The full command line, given one readable pipe per ``data`` entry."""
+        middle = []
+        for fd, (option, path, _) in zip(data_fds, self.data, strict=True):
+            middle += [option, str(fd), *([path] if path else [])]
+        return [*self.head, *middle, *self.tail]
+
+
+def bwrap_executable() -> str:
+    path = shutil.which("bwrap")
+    if path is None:
+        raise UserError("bubblewrap is not installed (apt-get install -y bubblewrap); the sandbox needs it")
+    return path
+
+
+def _root_mounts() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in _ROOT_DIRS:
+        path = f"/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _python_mounts(python: SandboxPython) -> list[str]:
+    args = []
+    for path in python.binds:
+        args += ["--ro-bind", path, path]
+    for path in python.hidden:
+        args += ["--tmpfs", path, "--remount-ro", path]
+    return args
+
+
+def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
+    """The bubblewrap invocation of a sandbox server with ``limits.disk_mb``-sized mounts."""
+    size = str(limits.disk_mb << 20)
+    etc = _ETC + (_ETC_NETWORK if network else ())
+    args = [bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
+    args += ["--share-net"] if network else []
+    args += ["--die-with-parent", "--as-pid-1", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    args += ["--hostname", "sandbox", *_root_mounts(), *_python_mounts(python)]
+    for name in etc:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    head, args = args, ["--proc", "/proc", "--dev", "/dev"]
+    for mount in ("/workspace", "/tmp", "/dev/shm"):
+        args += ["--size", size, "--tmpfs", mount]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/workspace", "--clearenv"]
+    path_dirs = [f"{d}/bin" for d in python.binds] + ["/usr/local/bin", "/usr/bin", "/bin"]
+    env = {"PATH": ":".join(path_dirs), "HOME": "/workspace", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+           "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1"}
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    data = [("--ro-bind-data", "/etc/passwd", _PASSWD.encode()), ("--ro-bind-data", "/etc/group", _GROUP.encode())]
+    program = seccomp_program()
+    if program is not None:
+        data.append(("--seccomp", "", program))
+    command = [python.executable, "-I", "-c", ZYGOTE_SOURCE]
+    return Launch(
+        head=tuple(head), data=tuple(data), tail=(*args, *command), run_as=NOBODY if os.geteuid() == 0 else None
+    )

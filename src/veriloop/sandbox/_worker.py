@@ -1,0 +1,252 @@
+"""One sandbox, seen from the host: a bubblewrap'd server process that runs one job at a time.
+
+The host never trusts the server with its own safety: every answer has a deadline (the run's
+wall limit plus a grace) and a size bound (the output caps plus the snapshot bound), and a
+server that misses either, dies, or says it could not clean up is killed with its whole PID
+namespace and replaced before the next job.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import threading
+import time
+
+from veriloop.core import ExecResult, Snapshot, UserError
+from veriloop.sandbox._bwrap import HOST_ENV, Launch
+from veriloop.sandbox._cgroup import MemoryCap
+from veriloop.sandbox._job import MIB, Job
+from veriloop.sandbox._limits import Limits
+
+_READY_TIMEOUT_S = 30.0
+_GRACE_S = 5.0
+_BYTES_PER_S = 20 * MIB  # allowance for moving files in and out of the sandbox
+_STDERR_TAIL = 4096
+
+
+class SandboxUnavailable(UserError):
+    """The sandbox cannot start here (bubblewrap missing, user namespaces disabled, ...)."""
+
+
+class _Lost(Exception):
+    """The server broke the protocol; ``status`` says how the run is reported."""
+
+    def __init__(self, status: str, detail: str):
+        super().__init__(detail)
+        self.status = status
+
+
+def max_reply_bytes(limits: Limits) -> int:
+    """The largest answer a server may send for a job with these limits (base64 included)."""
+    payload = 2 * limits.output_bytes + 2 * limits.disk_mb * MIB + MIB
+    return payload * 4 // 3 + 64 * 1024
+
+
+def _wait(fd: int, events: int, deadline: float) -> None:
+    poller = select.poll()
+    poller.register(fd, events)
+    remaining = deadline - time.monotonic()
+    if remaining <= 0 or not poller.poll(remaining * 1000):
+        raise _Lost("timeout", "the sandbox stopped answering; it was replaced")
+
+
+def _decode(text: str) -> str:
+    return base64.b64decode(text).decode("utf-8", errors="replace")
+
+
+def result_from_reply(reply: dict) -> ExecResult:
+    """The ExecResult a server's answer describes (ValueError, KeyError or TypeError if malformed)."""
+    snapshot = reply["snapshot"]
+    return ExecResult(
+        status=reply["status"],
+        exit_code=reply["exit_code"],
+        stdout=_decode(reply["stdout"]),
+        stderr=_decode(reply["stderr"]),
+        wall_s=max(0.0, float(reply["wall_s"])),
+        cpu_s=reply["cpu_s"],
+        detail=reply["detail"],
+        snapshot=Snapshot(archive=base64.b64decode(snapshot)) if snapshot else None,
+    )
+
+
+def _child_of(pid: int) -> int | None:
+    """The only child of ``pid`` (bubblewrap's namespace init), or None if it has none."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            children = handle.read().split()
+    except OSError:
+        return None
+    return int(children[0]) if len(children) == 1 else None
+
+
+class Worker:
+    """A sandbox server process and the pipes to it. Not thread-safe: one job at a time."""
+
+    def __init__(self, launch: Launch, limits: Limits):
+        self._launch = launch
+        self._cap = MemoryCap.create(launch.run_as)
+        if self._cap is not None:
+            self._cap.fit(limits)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr_tail = bytearray()
+        self._drainer: threading.Thread | None = None
+        self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
+        self.python_version = ""
+
+    def spawn(self) -> None:
+        """Start the server process (returns at once; ``wait_ready`` waits for it)."""
+        fds: list[int] = []
+        try:
+            for _, _, content in self._launch.data:
+                read_end, write_end = os.pipe()
+                os.write(write_end, content)
+                os.close(write_end)
+                fds.append(read_end)
+            uid = self._launch.run_as
+            drop = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+            argv = self._launch.argv(fds)
+            if self._cap is not None:  # join the memory cgroup first, so every process starts in it
+                argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self._cap.join_file, *argv]
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, env=HOST_ENV, cwd="/", pass_fds=fds, bufsize=0,
+                start_new_session=True, **drop,
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self._stderr_tail = bytearray()
+        self._drainer = threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True)
+        self._drainer.start()
+
+    def _drain_stderr(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self._stderr_tail = (self._stderr_tail + line)[-_STDERR_TAIL:]
+
+    def wait_ready(self) -> None:
+        """Wait for the server's hello; raise SandboxUnavailable with bubblewrap's complaint."""
+        try:
+            hello = self._receive(time.monotonic() + _READY_TIMEOUT_S, 4096)
+            self.python_version = str(hello.get("python", ""))
+        except _Lost as exc:
+            self.close()
+            if self._drainer is not None:
+                self._drainer.join(timeout=2)
+            complaint = self._stderr_tail.decode(errors="replace").strip() or str(exc)
+            raise SandboxUnavailable(f"the sandbox did not start: {complaint}") from None
+        assert self._proc is not None
+        init_pid = _child_of(self._proc.pid)
+        self._init_pidfd = os.pidfd_open(init_pid) if init_pid else None
+
+    def _send(self, message: dict, deadline: float) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdin.closed:
+            raise _Lost("killed", "the sandbox was closed")
+        data = json.dumps(message).encode()
+        view = memoryview(struct.pack(">I", len(data)) + data)
+        fd = proc.stdin.fileno()
+        while view:
+            _wait(fd, select.POLLOUT, deadline)
+            view = view[os.write(fd, view[: 1 << 16]):]
+
+    def _read(self, fd: int, size: int, deadline: float) -> bytes:
+        chunks, left = [], size
+        while left:
+            _wait(fd, select.POLLIN, deadline)
+            try:
+                chunk = os.read(fd, min(left, MIB))
+            except OSError:  # closed under us: the Sandbox is closing
+                chunk = b""
+            if not chunk:
+                raise _Lost("killed", "the run ended its sandbox; it was replaced")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _receive(self, deadline: float, max_bytes: int) -> dict:
+        proc = self._proc
+        if proc is None or proc.stdout is None or proc.stdout.closed:
+            raise _Lost("killed", "the sandbox was closed")
+        fd = proc.stdout.fileno()
+        (size,) = struct.unpack(">I", self._read(fd, 4, deadline))
+        if size > max_bytes:
+            raise _Lost("killed", f"the sandbox sent {size} bytes, over the {max_bytes} bound; it was replaced")
+        return json.loads(self._read(fd, size, deadline))
+
+    def execute(self, job: Job) -> ExecResult:
+        """Run one job; a broken server becomes a result (timeout or killed), then is replaced."""
+        if self._proc is None or self._proc.poll() is not None:
+            self.restart()
+        started = time.monotonic()
+        transfer = sum(len(c) for c in job.files.values()) + len(job.stdin)
+        deadline = started + job.limits.timeout_s + _GRACE_S + transfer / _BYTES_PER_S
+        payload = job.model_dump(mode="json")
+        if self._cap is not None:
+            self._cap.fit(job.limits)
+        try:
+            try:
+                self._send(payload, deadline)
+            except BrokenPipeError:  # the server died between jobs: nothing has run yet
+                self.restart()
+                self._send(payload, deadline)
+            reply = self._receive(deadline, max_reply_bytes(job.limits))
+            result = result_from_reply(reply)
+        except _Lost as exc:
+            self.close()
+            result = ExecResult(status=exc.status, exit_code=None, wall_s=time.monotonic() - started, detail=str(exc))
+        except (KeyError, TypeError, ValueError) as exc:
+            self.close()
+            detail = f"the sandbox sent a malformed answer ({exc}); it was replaced"
+            return ExecResult(status="killed", exit_code=None, wall_s=time.monotonic() - started, detail=detail)
+        else:
+            if reply.get("restart"):
+                self.close()
+        return self._with_oom_kills(result, job.limits)
+
+    def _with_oom_kills(self, result: ExecResult, limits: Limits) -> ExecResult:
+        """A run the memory cgroup had to kill processes of is a memory_limit."""
+        if self._cap is None or not self._cap.new_oom_kills() or result.status in ("timeout", "output_limit"):
+            return result
+        detail = f"memory limit of {limits.memory_mb} MiB reached by the run's processes together"
+        return result.model_copy(update={"status": "memory_limit", "detail": detail})
+
+    def restart(self) -> None:
+        self.close()
+        self.spawn()
+        self.wait_ready()
+
+    def close(self) -> None:
+        """Kill the server; bubblewrap's --die-with-parent takes its whole PID namespace along."""
+        proc, self._proc = self._proc, None
+        pidfd, self._init_pidfd = self._init_pidfd, None
+        if proc is None:
+            return
+        if pidfd is not None:
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=_GRACE_S if pidfd is not None else 0)  # bubblewrap reaps its init, then exits
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if pidfd is not None:
+            select.select([pidfd], [], [], _GRACE_S)  # the init exits after every process of its namespace
+            os.close(pidfd)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+    def shutdown(self) -> None:
+        """Close for good: also remove the memory cgroup."""
+        self.close()
+        if self._cap is not None:
+            self._cap.remove()

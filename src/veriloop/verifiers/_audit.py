@@ -1,0 +1,141 @@
+"""Red-teaming a task set's verifiers: ``audit_tasks``.
+
+For a sample of tasks of each verifier kind: the gold answer must pass, every time
+(repeated runs must agree, or the verifier is flaky); each exploit of the library
+(``_exploits``) must not pass; and the gold answer's mutants must not all pass. A hostile
+response that makes the grader fail (an infra error) counts against the verifier too: a
+policy would learn to aim for it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from pydantic import Field
+
+from veriloop.core import Record, Response, Score, Task
+from veriloop.verifiers import _exploits_code, _exploits_text  # noqa: F401  (registers the adapters)
+from veriloop.verifiers._batch import verify_many
+from veriloop.verifiers._exploits import Exploit, exploits_for, gold_response
+
+
+class AuditRow(Record):
+    """One verifier kind against one threat category, over the sampled tasks."""
+
+    kind: str
+    category: str
+    tasks: int = Field(description="tasks the category was tried on")
+    fooled: int = Field(description="tasks where an exploit passed (for mutants: where every mutant passed)")
+    broke: int = Field(description="responses that made the grader fail (infra_error)")
+    max_reward: float = Field(description="highest reward any exploit of the category got")
+    example: str = Field(default="", description="task and detail of the worst case")
+
+    @property
+    def ok(self) -> bool:
+        return not self.fooled and not self.broke
+
+
+class AuditReport(Record):
+    """Everything ``veriloop audit`` found; ``ok`` when no verifier was fooled."""
+
+    tasks: int
+    gold_failures: tuple[str, ...] = ()
+    flaky: tuple[str, ...] = ()
+    rows: tuple[AuditRow, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.gold_failures and not self.flaky and all(row.ok for row in self.rows)
+
+
+def _sample(tasks: Sequence[Task], per_kind: int) -> list[Task]:
+    by_kind: dict[str, list[Task]] = defaultdict(list)
+    for task in tasks:
+        by_kind[task.verifier_kind].append(task)
+    chosen = []
+    for group in by_kind.values():
+        step = max(1, len(group) / per_kind)
+        chosen += [group[int(i * step)] for i in range(min(per_kind, len(group)))]
+    return chosen
+
+
+def _fooled(score: Score) -> bool:
+    return score.status == "scored" and (score.passed or (score.reward or 0.0) >= 1.0)
+
+
+def _gold_problems(task: Task, scores: list[Score]) -> tuple[str | None, str | None]:
+    failure = next((s for s in scores if not s.passed), None)
+    failed = f"{task.id}: gold answer fails its verifier: {failure.detail}" if failure else None
+    outcomes = {(s.status, s.reward, s.passed) for s in scores}
+    flaky = f"{task.id}: repeated runs disagree: {sorted(map(str, outcomes))}" if len(outcomes) > 1 else None
+    return failed, flaky
+
+
+def _rows(results: list[tuple[Task, Exploit, Score]]) -> list[AuditRow]:
+    grouped: dict[tuple[str, str], dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
+    for task, exploit, score in results:
+        grouped[(task.verifier_kind, exploit.category)][task.id].append(score)
+    rows = []
+    for (kind, category), per_task in sorted(grouped.items()):
+        all_must_pass = category == "mutated_gold"
+        fooled_tasks = [
+            task_id for task_id, scores in per_task.items()
+            if (all(map(_fooled, scores)) if all_must_pass else any(map(_fooled, scores)))
+        ]
+        every = [s for scores in per_task.values() for s in scores]
+        broke = [s for s in every if s.status == "infra_error"]
+        worst = max(every, key=lambda s: (_fooled(s), s.status == "infra_error", s.reward or 0.0))
+        rows.append(AuditRow(
+            kind=kind, category=category, tasks=len(per_task), fooled=len(fooled_tasks), broke=len(broke),
+            max_reward=max((s.reward or 0.0) for s in every),
+            example=f"{worst.task_id}: {worst.detail}"[:300],
+        ))
+    return rows
+
+
+def audit_tasks(
+    tasks: Sequence[Task],
+    *,
+    repeats: int = 2,
+    per_kind: int = 25,
+    costly_per_kind: int = 2,
+    threads: int = 4,
+    on_score: Callable[[Score], None] | None = None,
+) -> tuple[AuditReport, int]:
+    """Audit up to ``per_kind`` tasks of each verifier kind; ``(report, responses checked)``.
+
+    Exploits that run into time limits are tried on ``costly_per_kind`` tasks per kind.
+    """
+    sample = _sample(tasks, per_kind)
+    pairs: list[tuple[Task, Response]] = []
+    plan: list[tuple[Task, Exploit | None]] = []
+    costly_seen: dict[str, int] = defaultdict(int)
+    for task in sample:
+        gold = gold_response(task)
+        for attempt in range(repeats if gold is not None else 0):
+            pairs.append((task, Response(id=f"{task.id}#gold/{attempt}", task_id=task.id, response=gold or "")))
+            plan.append((task, None))
+        take_costly = costly_seen[task.verifier_kind] < costly_per_kind
+        costly_seen[task.verifier_kind] += 1
+        for number, exploit in enumerate(exploits_for(task, list(tasks))):
+            if exploit.costly and not take_costly:
+                continue
+            pairs.append((task, Response(id=f"{task.id}#{exploit.category}/{number}", task_id=task.id, response=exploit.response)))
+            plan.append((task, exploit))
+    scores = verify_many(pairs, threads=threads, on_score=on_score)
+    gold_scores: dict[str, list[Score]] = defaultdict(list)
+    exploit_results = []
+    for (task, exploit), score in zip(plan, scores):
+        if exploit is None:
+            gold_scores[task.id].append(score)
+        else:
+            exploit_results.append((task, exploit, score))
+    failures, flaky = [], []
+    by_id = {task.id: task for task in sample}
+    for task_id, group in gold_scores.items():
+        failed, unstable = _gold_problems(by_id[task_id], group)
+        failures += [failed] if failed else []
+        flaky += [unstable] if unstable else []
+    report = AuditReport(tasks=len(sample), gold_failures=tuple(failures), flaky=tuple(flaky), rows=tuple(_rows(exploit_results)))
+    return report, len(pairs)

@@ -1,0 +1,161 @@
+"""Calling a candidate's function on many inputs in its own sandboxed process.
+
+One process per candidate runs all its inputs (the fast path); it reports each result as
+soon as the call returns. Many candidates' processes run at once across the sandbox
+workers, never two candidates in one process. When the process dies during a call (an
+exit, a crash, a memory limit), that call fails with the reason and the process is started
+again for the calls after it, a bounded number of times. A time limit ends the batch: the remaining calls fail as timed out, so a
+program that loops forever costs one time limit, not one per input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from veriloop.core import ExecResult
+from veriloop.verifiers._channel import parse_frames
+from veriloop.verifiers._code_sandbox import CodeLimits, PythonRun, run_python, sandbox_tag
+from veriloop.verifiers._scripts import build_script, new_nonce
+from veriloop.verifiers._wire import NotPlainData, decode_value
+
+MAX_RESTARTS = 3
+
+Outcome = dict[str, Any]
+"""``{"value": <encoded plain value>}`` or ``{"error": "..."}``; ``"harness": True`` marks an error
+worded by the harness (a limit, an exit, a value that is not plain data) rather than an
+exception the function raised; ``"repeat_differs"`` marks a call that gave another result
+when repeated."""
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """Call ``entry_point`` of ``program`` once per call key (twice for keys in ``repeat``)."""
+
+    program: str
+    entry_point: str
+    calls: Sequence[str]
+    limits: CodeLimits
+    repeat: Sequence[str] = ()
+
+
+@dataclass
+class CallResults:
+    """The outcome of each call key, or why the program could not run at all."""
+
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    load_error: str | None = None
+    tampered: str | None = None
+
+
+def _ended(result: ExecResult) -> str:
+    """Why a process ended without reporting, as words for feedback."""
+    words = {
+        "timeout": "timed out",
+        "memory_limit": "ran out of memory",
+        "output_limit": "produced too much output",
+        "killed": "was killed",
+    }
+    text = words.get(result.status, f"ended the process (exit code {result.exit_code})")
+    return f"{text} ({result.detail})" if result.detail else text
+
+
+def _valid(frame: dict[str, Any], count: int) -> bool:
+    index = frame.get("i")
+    if type(index) is not int or not 0 <= index < count:
+        return False
+    if "value" in frame:
+        try:
+            decode_value(frame["value"])
+        except (NotPlainData, RecursionError):
+            return False
+        return True
+    return isinstance(frame.get("error"), str)
+
+
+def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults) -> set[int] | None:
+    """Record the frames of one run; the indices (within ``batch``) that got an answer.
+
+    None when the run ended the batch: the program did not load, or the channel was forged.
+    """
+    frames, problem = parse_frames(result.stdout, nonce)
+    if not problem and frames and "load_error" in frames[0]:
+        out.load_error = str(frames[0]["load_error"])
+        return None
+    if not problem and (not frames or frames[0] != {"loaded": True}):
+        out.load_error = f"the program {_ended(result)} while it was being defined"
+        return None
+    answered: set[int] = set()
+    for frame in frames[1:]:
+        if problem or not _valid(frame, len(batch)) or frame["i"] in answered:
+            problem = problem or "malformed or repeated frame on the result channel"
+            break
+        index = frame.pop("i")
+        answered.add(index)
+        out.outcomes[batch[index]] = {k: frame[k] for k in ("value", "error", "harness", "repeat_differs") if k in frame}
+    if problem:
+        out.tampered = problem
+        return None
+    return answered
+
+
+@dataclass
+class _Progress:
+    request: CallRequest
+    out: CallResults = field(default_factory=CallResults)
+    pending: list[str] = field(default_factory=list)
+    nonce: str = ""
+
+
+def _script(state: _Progress) -> PythonRun:
+    state.nonce = new_nonce()
+    twice = set(state.request.repeat)
+    job = {
+        "program": state.request.program, "entry_point": state.request.entry_point,
+        "calls": state.pending, "nonce": state.nonce,
+        "repeat": [i for i, key in enumerate(state.pending) if key in twice],
+    }
+    return PythonRun(build_script("_run_candidate", "run_candidate", job, sandbox_tag()), state.request.limits)
+
+
+def _advance(state: _Progress, result: ExecResult) -> None:
+    """Take one run's answers; leave in ``pending`` what must run again (empty when done)."""
+    pending, out = state.pending, state.out
+    answered = _absorb(result, state.nonce, pending, out)
+    if answered is None:
+        state.pending = []
+        return
+    missing = [i for i in range(len(pending)) if i not in answered]
+    state.pending = []
+    if not missing:
+        return
+    out.outcomes[pending[missing[0]]] = {"error": _ended(result), "harness": True}
+    rest = [pending[i] for i in missing[1:]]
+    if result.status == "timeout":
+        for key in rest:
+            out.outcomes[key] = {"error": "was not run: an earlier call used up the time limit", "harness": True}
+    else:
+        state.pending = rest
+
+
+def call_candidates(requests: Sequence[CallRequest]) -> list[CallResults]:
+    """Run every request, each in its own process (restarted after a crash); results in order."""
+    states = [_Progress(request, pending=list(dict.fromkeys(request.calls))) for request in requests]
+    for _ in range(MAX_RESTARTS + 1):
+        active = [state for state in states if state.pending]
+        if not active:
+            break
+        for state, result in zip(active, run_python([_script(state) for state in active])):
+            _advance(state, result)
+    for state in states:
+        for key in state.pending:
+            state.out.outcomes[key] = {"error": "was not run: the program ended its process too many times", "harness": True}
+    return [state.out for state in states]
+
+
+def call_candidate(
+    program: str, entry_point: str, calls: Sequence[str], limits: CodeLimits, repeat: Sequence[str] = ()
+) -> CallResults:
+    """``call_candidates`` for one program."""
+    return call_candidates([CallRequest(program, entry_point, calls, limits, repeat)])[0]

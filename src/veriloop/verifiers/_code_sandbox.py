@@ -1,0 +1,116 @@
+"""The sandbox that code verifiers run in: one per process, created on first use.
+
+Every code verifier run goes through one shared ``veriloop.sandbox.Sandbox``, kept for the
+life of the process so its warm interpreters are reused; each run carries its own limits.
+The number of workers (processes at once) is set with ``set_code_workers`` (the
+``--workers`` of ``veriloop verify``); checks from many threads share the pool.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from veriloop.core import ExecResult
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"workers": min(4, os.cpu_count() or 1), "sandbox": None, "pool": None, "tag": None}
+
+
+@dataclass(frozen=True)
+class CodeLimits:
+    """Limits of one sandboxed grading process."""
+
+    timeout_s: float
+    memory_mb: int
+
+
+def set_code_workers(workers: int) -> None:
+    """Set how many sandboxed processes code verifiers run at once; restarts the sandbox."""
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError("workers must be a whole number of at least 1")
+    with _lock:
+        _close_locked()
+        _state["workers"] = workers
+
+
+def code_workers() -> int:
+    """How many sandboxed processes code verifiers run at once."""
+    return _state["workers"]
+
+
+def _sandbox():
+    with _lock:
+        if _state["sandbox"] is None:
+            from veriloop.sandbox import Sandbox
+
+            _state["sandbox"] = Sandbox(workers=_state["workers"])
+            _state["pool"] = ThreadPoolExecutor(max_workers=_state["workers"], thread_name_prefix="code-verifier")
+        return _state["sandbox"], _state["pool"]
+
+
+def start_code_sandbox() -> None:
+    """Start the shared sandbox in the background, so its start-up overlaps other work.
+
+    A failure here is left for the first real run to report (as that check's infra error).
+    """
+
+    def start() -> None:
+        try:
+            sandbox_tag()
+        except Exception:  # reported again, with context, by the first run that needs it
+            pass
+
+    threading.Thread(target=start, name="code-sandbox-start", daemon=True).start()
+
+
+def sandbox_tag() -> str:
+    """The bytecode tag of the sandbox's interpreter (``_scripts.interpreter_tag``), probed once."""
+    if _state["tag"] is None:
+        from veriloop.verifiers._scripts import TAG_PROBE
+
+        result = run_python([PythonRun(TAG_PROBE, CodeLimits(timeout_s=30, memory_mb=256))])[0]
+        _state["tag"] = result.stdout.strip() if result.ok else "unknown"
+    return _state["tag"]
+
+
+@dataclass(frozen=True)
+class PythonRun:
+    """One sandboxed interpreter run: source, stdin and limits."""
+
+    code: str
+    limits: CodeLimits
+    stdin: str = ""
+
+
+def run_python(runs: Sequence[PythonRun]) -> list[ExecResult]:
+    """Run each script in a fresh isolated interpreter, concurrently; results in order."""
+    from veriloop.sandbox import Limits
+
+    sandbox, pool = _sandbox()
+
+    def run(item: PythonRun) -> ExecResult:
+        limits = Limits(timeout_s=item.limits.timeout_s, memory_mb=item.limits.memory_mb)
+        return sandbox.run_python(item.code, stdin=item.stdin, limits=limits)
+
+    if len(runs) == 1:
+        return [run(runs[0])]
+    return list(pool.map(run, runs))
+
+
+def _close_locked() -> None:
+    if _state["sandbox"] is not None:
+        _state["pool"].shutdown(wait=False, cancel_futures=True)
+        _state["sandbox"].close()
+        _state["sandbox"] = _state["pool"] = None
+
+
+@atexit.register
+def _close() -> None:
+    with _lock:
+        _close_locked()

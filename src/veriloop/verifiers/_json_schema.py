@@ -1,0 +1,123 @@
+"""The ``json_schema`` verifier kind: the answer is JSON that satisfies a JSON Schema.
+
+The JSON is read from the last fenced code block if the response has one, else from the whole
+response, else from the last complete ``{...}`` or ``[...]`` value in it (``extract`` picks one
+of these). With ``match_gold`` the value must also equal the task's gold (a JSON value, or a
+string holding one). Validation uses the schema's own draft (2020-12 when it names none);
+``format`` keywords are annotations only, as the standard says by default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator
+
+from veriloop.core import Task
+from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
+
+_FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
+_NOT_JSON = object()
+
+
+class JsonSchemaConfig(VerifierConfig):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    json_schema: dict[str, Any] = Field(alias="schema", description="the JSON Schema the answer must satisfy")
+    extract: Literal["auto", "full", "fenced", "last_value"] = Field(
+        default="auto", description="where the JSON is read from (auto: fenced block, whole text, last value)"
+    )
+    match_gold: bool = Field(default=False, description="the value must also equal the task's gold")
+    max_chars: int = Field(default=200_000, ge=1, description="longer responses score 0 unread")
+
+    @field_validator("json_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        from jsonschema import exceptions, validators
+
+        try:
+            validators.validator_for(schema).check_schema(schema)
+        except exceptions.SchemaError as exc:
+            raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+        return schema
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+def _last_value(text: str) -> Any:
+    """The last complete JSON object or array in ``text`` that is not inside another."""
+    decoder = json.JSONDecoder()
+    found, index = _NOT_JSON, 0
+    while True:
+        starts = [i for i in (text.find("{", index), text.find("[", index)) if i >= 0]
+        if not starts:
+            return found
+        start = min(starts)
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            index = start + 1
+            continue
+        found, index = value, end
+
+
+def extract_json(response: str, extract: str) -> Any:
+    """The JSON value a response gives, or ``_NOT_JSON`` (see JsonSchemaConfig.extract)."""
+    if extract in ("auto", "fenced"):
+        blocks = _FENCED.findall(response)
+        if blocks:
+            return _loads(blocks[-1])
+        if extract == "fenced":
+            return _NOT_JSON
+    if extract in ("auto", "full"):
+        value = _loads(response.strip())
+        if value is not _NOT_JSON or extract == "full":
+            return value
+    return _last_value(response)
+
+
+def _where(path: Any) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+@register_verifier("json_schema", JsonSchemaConfig)
+def check_json_schema(config: JsonSchemaConfig, task: Task, response: str) -> Verdict:
+    """Full credit when the answer's JSON satisfies the schema (and equals the gold if asked)."""
+    from jsonschema import validators
+
+    if len(response) > config.max_chars:
+        return Verdict(0.0, False, detail=f"response longer than {config.max_chars} characters",
+                       feedback="The answer is too long; give only the JSON.")
+    value = extract_json(response, config.extract)
+    if value is _NOT_JSON:
+        return Verdict(0.0, False, detail="no JSON value found",
+                       feedback="No valid JSON found. Give the answer as one JSON value in a ```json block.")
+    validator = validators.validator_for(config.json_schema)(config.json_schema)
+    try:
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    except RecursionError:
+        return Verdict(0.0, False, detail="JSON too deeply nested to validate",
+                       feedback="The JSON is nested too deeply.")
+    if errors:
+        shown = "; ".join(f"at {_where(e.absolute_path)}: {e.message[:200]}" for e in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        return Verdict(0.0, False, detail=f"{len(errors)} schema violation(s): {shown}{more}",
+                       feedback=f"The JSON does not match the required schema: {shown}{more}.")
+    if config.match_gold:
+        gold = task.gold
+        if gold is None:
+            raise GraderError("json_schema with match_gold needs a task gold")
+        expected = _loads(gold) if isinstance(gold, str) else gold
+        if expected is _NOT_JSON:
+            raise GraderError("the task's gold is a string that is not JSON")
+        if value != expected or json.dumps(value, sort_keys=True) != json.dumps(expected, sort_keys=True):
+            return Verdict(0.0, False, detail="valid JSON, but different from the gold value",
+                           feedback="The JSON has the right shape but the wrong content.")
+    return Verdict(1.0, True, detail="JSON satisfies the schema", feedback="Correct.")

@@ -1,0 +1,330 @@
+"""The math check itself; runs inside a killable worker (see ``_workers.py`` and ``_math.py``).
+
+``judge`` takes plain data and returns plain data. It finds the response's final answer,
+refuses hedges (several different final answers), and compares the answer with the gold
+answer using math-verify with its signal-based timeouts switched off: the worker's caller
+enforces the time limit by killing the process.
+
+Final answer, in order of preference: every ``\\boxed{...}`` (or ``\\fbox``); every
+``<answer>...</answer>``; every ``#### X`` or "answer is X" / "Answer: X" line; else the last
+non-empty line (when ``fallback`` is ``"last_line"``), together with any earlier line that holds
+nothing but a number, so that "41\n42" is two answers rather than one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from math_verify import parse, verify
+from sympy import Basic, Expr, Set, Tuple, UnevaluatedExpr
+from sympy.matrices import MatrixBase
+
+from veriloop.verifiers._tags import tag_contents
+
+MAX_CANDIDATE_CHARS = 2000
+_BOX_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
+_BRACE = re.compile(r"[{}]")
+# Written so that no pattern backtracks more than linearly on hostile text.
+_MARKED_LINE = re.compile(
+    r"^[ \t]*(?:#{4}[ \t]*(?P<hashes>[^\n]*\S)|[^\n]*?\banswer[ \t]*(?:is[ \t]*:?|:|=)[ \t]*(?P<marked>[^\n]*\S))",
+    re.IGNORECASE | re.MULTILINE,
+)
+# Separators between alternatives inside one final answer: "7 or 8", "7 and 8", "7; 8", "7, 8", "7 8".
+_ALTERNATIVES = re.compile(
+    r"\s+(?:or|and)\s+|\\text\s*\{\s*(?:or|and)\s*\}|\\(?:lor|vee)\b|;|,\s+|(?<=\d)\s+(?=[-+]?\d)",
+    re.IGNORECASE,
+)
+# A plain number: integer (commas between groups of three allowed), decimal, a/b, or \frac{a}{b}.
+_NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_SIMPLE = re.compile(
+    rf"\$?\s*(?:(?P<number>{_NUMBER})(?:\s*/\s*(?P<denominator>\d+))?"
+    r"|(?P<sign>-?)\\[dt]?frac\s*\{\s*(?P<top>\d+)\s*\}\s*\{\s*(?P<bottom>\d+)\s*\})\s*\$?"
+)
+# A sentence that ends in a plain number after words only: "Therefore x = -5".
+_WORDS_THEN_NUMBER = re.compile(rf"(?P<words>[A-Za-z ,:=]*?)\s*(?P<number>{_NUMBER})")
+
+
+def _boxed(text: str) -> list[str]:
+    """The contents of every closed ``\\boxed{...}``, in order, found in one pass over the text."""
+    starts = {m.end() - 1: m.end() for m in _BOX_START.finditer(text)}  # "{" offset -> content start
+    if not starts:
+        return []
+    found: list[tuple[int, str]] = []
+    stack: list[int] = []
+    for brace in _BRACE.finditer(text, min(starts)):
+        if brace.group() == "{":
+            stack.append(brace.start())
+        elif stack:
+            opened = stack.pop()
+            if opened in starts:
+                found.append((opened, text[starts[opened] : brace.start()]))
+    return [content for _, content in sorted(found)]
+
+
+def _strip_wrapping(candidate: str) -> str:
+    candidate = candidate.strip().rstrip(".").strip()
+    if len(candidate) >= 2 and candidate[0] == candidate[-1] == "$":
+        candidate = candidate.strip("$").strip()
+    return candidate
+
+
+def final_answers(text: str, fallback: str) -> tuple[str, list[str]]:
+    """``(where, candidates)``: how the final answer was marked and every candidate found."""
+    boxed = _boxed(text)
+    if boxed:
+        return "boxed", [_strip_wrapping(b) for b in boxed]
+    tagged = tag_contents(text)
+    if tagged:
+        return "answer tag", [_strip_wrapping(t) for t in tagged]
+    marked = [m.group("hashes") or m.group("marked") for m in _MARKED_LINE.finditer(text)]
+    marked = [_strip_wrapping(m) for m in marked if m and m.strip(" \t:=.")]
+    if marked:
+        return "answer line", marked
+    if fallback == "last_line":
+        lines = [_strip_wrapping(line) for line in text.splitlines() if line.strip()]
+        if lines:
+            # Other lines that hold nothing but a number are rival answers ("41\n42"), not working.
+            rivals = [line for line in lines[:-1] if _SIMPLE.fullmatch(line)]
+            return "last line", [*rivals, lines[-1]]
+    return "none", []
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_candidate(candidate: str, latex: bool) -> tuple[Any, ...]:
+    if latex:
+        return tuple(parse("\\boxed{" + candidate + "}", parsing_timeout=None))
+    if "\\" in candidate and "$" not in candidate:
+        parsed = parse("$" + candidate + "$", parsing_timeout=None)
+        if parsed:
+            return tuple(parsed)
+    return tuple(parse(candidate, parsing_timeout=None))
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_gold(gold: str) -> tuple[Any, ...]:
+    """The gold answer parsed once per worker (a plain value is read as the inside of a box)."""
+    if "$" in gold or "\\boxed" in gold:
+        parsed = parse(gold, parsing_timeout=None)
+    else:
+        parsed = parse("\\boxed{" + gold + "}", parsing_timeout=None)
+    if not parsed:
+        parsed = parse(gold, parsing_timeout=None)
+    return tuple(parsed)
+
+
+def _is_collection(value: Any) -> bool:
+    return isinstance(value, (Set, Tuple, MatrixBase))
+
+
+def _first_math(parsed: tuple[Any, ...]) -> Any:
+    for value in parsed:
+        if isinstance(value, (Basic, MatrixBase)):
+            return value
+    return None
+
+
+def _same(left: tuple[Any, ...], right: tuple[Any, ...], options: dict[str, Any]) -> bool:
+    return verify(
+        list(left), list(right),
+        float_rounding=options.get("float_rounding", 6),
+        numeric_precision=options.get("numeric_precision", 15),
+        strict=options.get("strict", True),
+        timeout_seconds=None,
+    )
+
+
+@dataclass(frozen=True)
+class Plain:
+    """A plain number read without sympy: its exact value and whether it was written as a decimal."""
+
+    value: Fraction
+    decimal: bool
+
+
+def read_plain(text: str) -> Plain | None:
+    """``text`` as a plain number (see ``_SIMPLE``), or None when it is anything else."""
+    text = text.strip()
+    if len(text) > 200:
+        return None
+    match = _SIMPLE.fullmatch(text)
+    if match is None:
+        words = _WORDS_THEN_NUMBER.fullmatch(text)
+        if words is None:
+            return None
+        prefix = words["words"].rstrip()
+        if words["number"][0] in "+-" and prefix and not prefix.endswith(("=", ":")):
+            return None  # "x -5" may be the expression x - 5
+        match = _SIMPLE.fullmatch(words["number"])
+        if match is None:
+            return None
+    if match["top"] is not None:
+        if int(match["bottom"]) == 0:
+            return None
+        value = Fraction(int(match["top"]), int(match["bottom"]))
+        return Plain(-value if match["sign"] else value, decimal=False)
+    number = match["number"].replace(",", "")
+    denominator = int(match["denominator"]) if match["denominator"] is not None else 1
+    if denominator == 0 or ("." in number and match["denominator"] is not None):
+        return None
+    return Plain(Fraction(number) / denominator, decimal="." in number)
+
+
+def plain_equal(left: Plain, right: Plain, float_rounding: int) -> bool | None:
+    """Whether two plain numbers are equal under math-verify's rules; None when it is not clear-cut.
+
+    Exact values that agree are equal. Without a decimal on either side values are exact, so a
+    difference is final. With a decimal, math-verify rounds to ``float_rounding`` places: values
+    further apart than one unit in that place cannot round to the same number.
+    """
+    if left.value == right.value:
+        return True
+    if not (left.decimal or right.decimal):
+        return False
+    if abs(left.value - right.value) > Fraction(1, 10**float_rounding):
+        return False
+    return None
+
+
+def _shown(candidate: str) -> str:
+    return candidate if len(candidate) <= 120 else candidate[:117] + "..."
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One candidate final answer: its text, and its value as a plain number or as parsed math."""
+
+    text: str
+    latex: bool
+    plain: Plain | None = None
+
+    def parsed(self) -> tuple[Any, ...]:
+        return _parse_candidate(self.text, self.latex)
+
+
+def _alternatives(candidate: str, latex: bool) -> list[_Answer]:
+    """Each part of a candidate that reads as math, split at "or", ";", ", " and between bare numbers."""
+    parts = [p.strip() for p in _ALTERNATIVES.split(candidate) if p and p.strip()]
+    answers = [_Answer(part, latex, read_plain(part)) for part in parts]
+    return [a for a in answers if a.plain is not None or a.parsed()]
+
+
+def _read(candidates: list[str], latex: bool, scalar_gold: bool) -> list[_Answer]:
+    answers: list[_Answer] = []
+    for candidate in dict.fromkeys(candidates):
+        plain = read_plain(candidate)
+        if plain is not None:
+            answers.append(_Answer(candidate, latex, plain))
+        elif scalar_gold:
+            answers.extend(_alternatives(candidate, latex))
+        elif _parse_candidate(candidate, latex):
+            answers.append(_Answer(candidate, latex))
+    return answers
+
+
+def _equivalent(left: _Answer, right: _Answer, options: dict[str, Any]) -> bool:
+    if left.plain is not None and right.plain is not None:
+        same = plain_equal(left.plain, right.plain, options.get("float_rounding", 6))
+        if same is not None:
+            return same
+    a, b = left.parsed(), right.parsed()
+    return _same(a, b, options) or _same(b, a, options)
+
+
+def _distinct(answers: list[_Answer], options: dict[str, Any]) -> list[_Answer]:
+    """The answers that are not equivalent to an earlier one."""
+    kept: list[_Answer] = []
+    for answer in answers:
+        if not any(_equivalent(answer, other, options) for other in kept):
+            kept.append(answer)
+    return kept
+
+
+def _correct(gold: str, gold_plain: Plain | None, answer: _Answer, options: dict[str, Any]) -> bool:
+    if _squeeze(answer.text) == _squeeze(gold):
+        return True
+    if gold_plain is not None and answer.plain is not None:
+        same = plain_equal(gold_plain, answer.plain, options.get("float_rounding", 6))
+        if same is not None:
+            return same
+    gold_parsed, parsed = parse_gold(gold), answer.parsed()
+    if _numerically_apart(_first_math(gold_parsed), _first_math(parsed), options.get("float_rounding", 6)):
+        return False
+    return _same(gold_parsed, parsed, options)
+
+
+def _squeeze(text: str) -> str:
+    return "".join(text.split()).removeprefix("$").removesuffix("$")
+
+
+def _numerically_apart(gold: Any, answer: Any, float_rounding: int) -> bool:
+    """True when two closed-form numbers clearly differ, so slow symbolic checks can be skipped.
+
+    Only for expressions without symbols or percent signs, whose values differ by more than
+    math-verify's rounding could ever hide (ten units in the last rounded place, and one part in
+    a billion): such values are never equal under any of its rules.
+    """
+    if not (isinstance(gold, Expr) and isinstance(answer, Expr)):
+        return False
+    if gold.free_symbols or answer.free_symbols or gold.has(UnevaluatedExpr) or answer.has(UnevaluatedExpr):
+        return False
+    try:
+        a, b = complex(gold.evalf(20)), complex(answer.evalf(20))
+    except Exception:  # sympy raises many types on odd input; then the full comparison decides
+        return False
+    if not all(math.isfinite(x) for x in (a.real, a.imag, b.real, b.imag)):
+        return False
+    margin = max(10.0 * 10.0 ** -float_rounding, 1e-9 * max(abs(a), abs(b)))
+    return abs(a - b) > margin
+
+
+def _verdict(reward: float, detail: str, feedback: str) -> dict[str, Any]:
+    return {"reward": reward, "passed": reward == 1.0, "detail": detail, "feedback": feedback}
+
+
+def _expected(gold: str, options: dict[str, Any]) -> str:
+    return f" The expected answer is {gold}." if options.get("reveal_expected") else ""
+
+
+def judge(request: dict[str, Any]) -> dict[str, Any]:
+    """Score one response. ``request``: ``gold``, ``response`` and ``options`` (see MathConfig)."""
+    gold, response, options = str(request["gold"]), request["response"], request.get("options", {})
+    where, candidates = final_answers(response, options.get("fallback", "last_line"))
+    if not candidates:
+        return _verdict(0.0, "no final answer found",
+                        "No final answer found. End with exactly one final answer in \\boxed{}.")
+    if any(len(c) > MAX_CANDIDATE_CHARS for c in candidates):
+        return _verdict(0.0, f"final answer longer than {MAX_CANDIDATE_CHARS} characters",
+                        "Your final answer is far too long; give only the final value.")
+    gold_plain = read_plain(gold)
+    scalar_gold = gold_plain is not None or _scalar(gold)
+    if not scalar_gold and len(candidates) > 1:
+        candidates = [", ".join(candidates)]
+    answers = _read(candidates, where == "boxed", scalar_gold)
+    if not answers:
+        shown = _shown(candidates[-1])
+        return _verdict(0.0, f"final answer {shown!r} ({where}) could not be read as math",
+                        f"Your final answer {shown!r} is not a mathematical value.{_expected(gold, options)}")
+    distinct = _distinct(answers, options)
+    if len(distinct) > 1:
+        shown = ", ".join(_shown(a.text) for a in distinct[:4])
+        return _verdict(0.0, f"several different final answers: {shown}",
+                        f"You gave several different final answers ({shown}); give exactly one.")
+    answer = answers[0]
+    shown = _shown(answer.text)
+    if _correct(gold, gold_plain, answer, options):
+        return _verdict(1.0, f"final answer {shown!r} ({where}) equals the gold answer", "Correct.")
+    return _verdict(0.0, f"final answer {shown!r} ({where}) differs from the gold answer {gold!r}",
+                    f"Your final answer {shown} is not correct.{_expected(gold, options)}")
+
+
+def _scalar(gold: str) -> bool:
+    """Whether the gold answer is one value (not a set, tuple, interval or matrix); parses it."""
+    value = _first_math(parse_gold(gold))
+    if value is None:
+        raise ValueError(f"the gold answer {gold!r} could not be parsed as math")
+    return not _is_collection(value)

@@ -1,0 +1,156 @@
+"""Penalty kinds for combined verifiers: text rules that lower a reward (or zero it outright).
+
+A penalty kind is a pydantic config and a plain ``find(config, task, response)`` returning why
+the penalty applies, or None. Kinds are registered by name like verifier kinds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from veriloop.core import Registry, Task, UnknownNameError, describe_validation_error
+from veriloop.verifiers._registry import VerifierConfig
+
+P = TypeVar("P", bound="PenaltyConfig")
+
+
+class PenaltyConfig(VerifierConfig):
+    """Fields every penalty has."""
+
+    amount: float = Field(default=0.5, ge=0, description="subtracted from the reward when the penalty applies")
+    fatal: bool = Field(default=False, description="when it applies, skip the checks: the reward is the floor")
+
+
+@dataclass(frozen=True)
+class PenaltyKind(Generic[P]):
+    name: str
+    config: type[P]
+    find: Callable[[P, Task, str], str | None]
+
+    def parse_config(self, spec: dict[str, Any]) -> P:
+        return self.config.model_validate({k: v for k, v in spec.items() if k != "kind"})
+
+
+PENALTIES: Registry[PenaltyKind[Any]] = Registry("penalty kind")
+
+
+def register_penalty(name: str, config: type[P]) -> Callable[[Callable[[P, Task, str], str | None]], Callable[[P, Task, str], str | None]]:
+    """Decorator registering ``find(config, task, response) -> reason | None`` under ``name``."""
+
+    def add(find: Callable[[P, Task, str], str | None]) -> Callable[[P, Task, str], str | None]:
+        PENALTIES.add(name, PenaltyKind(name=name, config=config, find=find))
+        return find
+
+    return add
+
+
+def parse_penalty(spec: dict[str, Any]) -> tuple[PenaltyKind[Any], PenaltyConfig]:
+    """The kind and config of one penalty object; ValueError with a readable message if bad."""
+    kind_name = spec.get("kind")
+    if not isinstance(kind_name, str):
+        raise ValueError("a penalty needs a 'kind' string")
+    try:
+        kind = PENALTIES.get(kind_name)
+    except UnknownNameError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        return kind, kind.parse_config(spec)
+    except ValidationError as exc:
+        raise ValueError(f"{kind_name} penalty: {describe_validation_error(exc)}") from None
+
+
+class TooLongConfig(PenaltyConfig):
+    max_chars: int | None = Field(default=None, ge=1, description="most characters allowed")
+    max_words: int | None = Field(default=None, ge=1, description="most whitespace-separated words allowed")
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> TooLongConfig:
+        if self.max_chars is None and self.max_words is None:
+            raise ValueError("set max_chars or max_words")
+        return self
+
+
+@register_penalty("too_long", TooLongConfig)
+def find_too_long(config: TooLongConfig, task: Task, response: str) -> str | None:
+    """The response is longer than the limit."""
+    if config.max_chars is not None and len(response) > config.max_chars:
+        return f"the response is {len(response)} characters long; the limit is {config.max_chars}"
+    if config.max_words is not None:
+        words = len(response.split())
+        if words > config.max_words:
+            return f"the response is {words} words long; the limit is {config.max_words}"
+    return None
+
+
+DEFAULT_FINAL_ANSWER = r"\\boxed[ \t]*\{|<answer>|^[ \t]*#{4}[ \t]*\S|final answer[ \t]*(?:is|:)"
+
+
+def _compiles(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    return pattern
+
+
+class NoFinalAnswerConfig(PenaltyConfig):
+    pattern: str = Field(
+        default=DEFAULT_FINAL_ANSWER,
+        description="regex that marks a final answer (default: \\boxed{, <answer> tags, '#### ', 'final answer:')",
+    )
+
+    @field_validator("pattern")
+    @classmethod
+    def _valid(cls, pattern: str) -> str:
+        return _compiles(pattern)
+
+
+@register_penalty("no_final_answer", NoFinalAnswerConfig)
+def find_no_final_answer(config: NoFinalAnswerConfig, task: Task, response: str) -> str | None:
+    """The response never marks a final answer."""
+    if re.search(config.pattern, response, re.IGNORECASE | re.MULTILINE | re.DOTALL):
+        return None
+    return "no final answer is marked (e.g. \\boxed{...} or <answer>...</answer>)"
+
+
+DEFAULT_UNSAFE = (
+    r"\bos\.(?:system|popen|exec\w*|spawn\w*|fork|kill|remove|unlink|rmdir)\b",
+    r"\bsubprocess\b",
+    r"\bshutil\.rmtree\b",
+    r"\b(?:ctypes|socket|urllib|requests|httpx)\b",
+    r"\bsys\.(?:exit|settrace|setprofile|_getframe|modules)\b",
+    r"\b(?:__import__|__builtins__|__subclasses__|__globals__|__code__)\b",
+    r"\b(?:exec|eval|compile)\s*\(",
+    r"\brm\s+-[a-z]*r[a-z]*f?\b",
+    r"(?:^|[^\w/.])/(?:etc|proc|sys|dev|root|home)/",
+)
+
+
+class UnsafePatternConfig(PenaltyConfig):
+    amount: float = Field(default=1.0, ge=0, description="subtracted from the reward when the penalty applies")
+    patterns: tuple[str, ...] = Field(
+        default=DEFAULT_UNSAFE, min_length=1,
+        description="regexes that must not occur (default: process, file-system, network and introspection calls)",
+    )
+    ignore_case: bool = Field(default=False, description="match the patterns without regard to case")
+
+    @field_validator("patterns")
+    @classmethod
+    def _all_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_compiles(p) for p in patterns)
+
+
+@register_penalty("unsafe_pattern", UnsafePatternConfig)
+def find_unsafe_pattern(config: UnsafePatternConfig, task: Task, response: str) -> str | None:
+    """The response contains a forbidden pattern."""
+    flags = re.IGNORECASE | re.MULTILINE if config.ignore_case else re.MULTILINE
+    for pattern in config.patterns:
+        match = re.search(pattern, response, flags)
+        if match:
+            return f"it contains {match.group(0).strip()!r}, which is not allowed"
+    return None

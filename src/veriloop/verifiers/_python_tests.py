@@ -1,0 +1,252 @@
+"""Verifier kind ``python_tests``: unit tests against a function (HumanEval style).
+
+The robust shape of docs/architecture.md, in three places:
+
+1. The candidate's process (sandboxed) defines the answer's program and calls the entry
+   point on each test input; it sends back each result as plain data (``_wire``). It never
+   sees an expected output.
+2. The test process (sandboxed, separate) runs the task's own test code, whose asserts are
+   rewritten to record pass or fail; the function under test is a proxy answering from the
+   plain results. The inputs the tests use are learned by running the tests once with no
+   results known (cached per task); inputs that depend on earlier results take another round.
+   A suite that is pure data (literal calls compared to literals, ``_literal_tests``) needs
+   no test process: its expected values are read from the source without running it.
+3. The host adds up the verdict, compares dynamic tests against the reference's outputs and
+   words the feedback.
+
+Partial credit is the fraction of test cases passed: each assert reached after a call to the
+function is a case, and tests that stop early count their unreached cases as failed.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from veriloop.core import Task
+from veriloop.verifiers import _python_scoring as scoring
+from veriloop.verifiers._batch import register_batch_check
+from veriloop.verifiers._candidate_calls import CallRequest, CallResults, Outcome, call_candidate, call_candidates
+from veriloop.verifiers._code_sandbox import CodeLimits
+from veriloop.verifiers._dynamic import example_calls, mutate_calls
+from veriloop.verifiers._extract import candidate_program
+from veriloop.verifiers._literal_tests import LiteralCase, literal_suite, literal_tally
+from veriloop.verifiers._memo import Memo
+from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
+from veriloop.verifiers._test_runs import Plan, evaluate_tests, plans_for
+from veriloop.verifiers._wire import call_key
+
+MAX_ROUNDS = 4
+
+
+class PythonTestsConfig(VerifierConfig):
+    entry_point: str = Field(description="name of the function under test")
+    tests: str = Field(
+        default="",
+        description="test code: a check(candidate) function (HumanEval) or top-level asserts calling the entry point",
+    )
+    prompt_code: str = Field(
+        default="", description="code the answer continues (signature, helpers); also loaded before the tests"
+    )
+    inputs: list[list[Any]] = Field(
+        default_factory=list, description="extra example argument lists, seeds for dynamic tests"
+    )
+    suite: Literal["fixed", "dynamic", "both"] = Field(
+        default="fixed", description="run the fixed tests, dynamic tests against the gold solution, or both"
+    )
+    dynamic_cases: int = Field(default=20, ge=1, le=1000, description="number of dynamic test inputs")
+    seed: int = Field(default=0, description="seed of dynamic inputs and of the tests' random module")
+    scoring: Literal["partial", "all_or_nothing"] = Field(
+        default="partial", description="fraction of cases passed, or 1 only when every case passes"
+    )
+    timeout_s: float = Field(default=6.0, gt=0, le=600, description="time limit of the candidate's process")
+    memory_mb: int = Field(default=512, ge=64, le=65536, description="memory limit of each process, MiB")
+    rel_tol: float = Field(default=1e-6, ge=0, le=1, description="float tolerance when comparing to the reference")
+
+    @field_validator("entry_point")
+    @classmethod
+    def _identifier(cls, name: str) -> str:
+        if not name.isidentifier():
+            raise ValueError(f"{name!r} is not a Python function name")
+        return name
+
+    @field_validator("tests", "prompt_code")
+    @classmethod
+    def _parses(cls, code: str) -> str:
+        try:
+            ast.parse(code)
+        except SyntaxError as exc:
+            raise ValueError(f"does not parse: {exc.msg} (line {exc.lineno})") from None
+        return code
+
+    @model_validator(mode="after")
+    def _has_tests(self) -> PythonTestsConfig:
+        if self.suite != "dynamic" and not self.tests.strip():
+            raise ValueError(f"suite '{self.suite}' needs 'tests' (or use suite 'dynamic' with a gold solution)")
+        return self
+
+    def limits(self) -> CodeLimits:
+        return CodeLimits(self.timeout_s, self.memory_mb)
+
+    def test_limits(self) -> CodeLimits:
+        return CodeLimits(self.timeout_s * 2 + 5, max(self.memory_mb, 512))
+
+
+DynamicSuite = tuple[tuple[str, Outcome], ...]
+"""Dynamic cases: call key and the reference's outcome."""
+
+_dynamic_suites: Memo[DynamicSuite] = Memo()
+
+
+def _dynamic_suite(config: PythonTestsConfig, task: Task, plan: Plan) -> DynamicSuite:
+    """Seeded mutations of the task's inputs, kept where the gold solution returns a value
+    (the same one twice); cached per task, config and seed."""
+    if not isinstance(task.gold, str) or not task.gold.strip():
+        raise GraderError("dynamic tests need the task's gold solution (a string of code)")
+    base = plan.calls + tuple(call_key(args, {}) for args in config.inputs)
+    base = tuple(dict.fromkeys(base + tuple(example_calls(config.prompt_code, config.entry_point))))
+
+    def compute() -> DynamicSuite:
+        rng = random.Random(f"{config.seed}:{task.id}")
+        inputs = mutate_calls(base, config.dynamic_cases * 2, rng)
+        gold = candidate_program(task.gold, config.prompt_code, config.entry_point)
+        ran = call_candidate(gold, config.entry_point, inputs, config.limits(), repeat=inputs)
+        if ran.load_error or ran.tampered:
+            raise GraderError(f"the gold solution does not run: {ran.load_error or ran.tampered}")
+        suite = tuple(
+            (key, ran.outcomes[key])
+            for key in inputs
+            if "value" in ran.outcomes.get(key, {}) and not ran.outcomes[key].get("repeat_differs")
+        )[: config.dynamic_cases]
+        if not suite:
+            raise GraderError("no dynamic test input could be made: the gold solution failed on every mutation")
+        return suite
+
+    return _dynamic_suites.get((config.model_dump_json(), task.id, task.gold, base), compute)
+
+
+@dataclass
+class _Check:
+    """One response on its way through the phases of ``check_many``."""
+
+    config: PythonTestsConfig
+    task: Task
+    program: str
+    plan: Plan = Plan(calls=(), planned=0)
+    literal: tuple[LiteralCase, ...] = ()
+    suite: DynamicSuite = ()
+    results: CallResults = field(default_factory=CallResults)
+    answers: dict[str, Outcome] = field(default_factory=dict)
+    frame: dict[str, Any] = field(default_factory=dict)
+    new_calls: list[str] = field(default_factory=list)
+    outcome: Verdict | Exception | None = None
+
+    @property
+    def fixed(self) -> bool:
+        return self.config.suite in ("fixed", "both")
+
+
+def _prepare(checks: list[_Check]) -> None:
+    """Plans (read from data-only suites, else learned in batched runs) and dynamic suites;
+    a grader failure settles that check."""
+    for check in checks:
+        if check.config.tests.strip():
+            check.literal = literal_suite(check.config.tests, check.config.entry_point) or ()
+        if check.literal:
+            check.plan = Plan(calls=tuple(dict.fromkeys(c.key for c in check.literal)), planned=len(check.literal))
+    with_tests = [c for c in checks if c.config.tests.strip() and not c.literal]
+    for check, plan in zip(with_tests, plans_for([c.config for c in with_tests])):
+        if isinstance(plan, GraderError):
+            check.outcome = plan
+        else:
+            check.plan = plan
+    for check in checks:
+        if check.outcome is None and check.config.suite != "fixed":
+            try:
+                check.suite = _dynamic_suite(check.config, check.task, check.plan)
+            except GraderError as exc:
+                check.outcome = exc
+
+
+def _run_candidates(checks: list[_Check]) -> None:
+    requests = []
+    for check in checks:
+        dynamic = [key for key, _ in check.suite]
+        calls = (list(check.plan.calls) if check.fixed else []) + dynamic
+        requests.append(CallRequest(check.program, check.config.entry_point, calls, check.config.limits(), dynamic))
+    for check, results in zip(checks, call_candidates(requests)):
+        check.results = results
+        check.answers = dict(results.outcomes)
+        if results.load_error:
+            check.outcome = scoring.failed_to_run(results.load_error, check.config.entry_point)
+        elif results.tampered:
+            check.outcome = scoring.tampered(results.tampered)
+
+
+def _run_fixed_tests(checks: list[_Check]) -> None:
+    """Evaluate the tests; inputs that only appear once results are known take more rounds."""
+    pending = checks
+    for round_number in range(MAX_ROUNDS):
+        frames = evaluate_tests([(c.config, c.answers) for c in pending])
+        again = []
+        for check, frame in zip(pending, frames):
+            if isinstance(frame, GraderError):
+                check.outcome = frame
+                continue
+            check.frame = frame
+            check.new_calls = [key for key in frame["new_calls"] if key not in check.answers]
+            if check.new_calls:
+                again.append(check)
+        if not again or round_number == MAX_ROUNDS - 1:
+            return
+        requests = [CallRequest(c.program, c.config.entry_point, c.new_calls, c.config.limits()) for c in again]
+        for check, more in zip(again, call_candidates(requests)):
+            check.answers.update(more.outcomes)
+            reason = more.load_error or more.tampered or "no result"
+            for key in check.new_calls:
+                check.answers.setdefault(key, {"error": f"gave no result ({reason})", "harness": True})
+        pending = again
+
+
+@register_batch_check("python_tests")
+def check_many(requests: Sequence[tuple[PythonTestsConfig, Task, str]]) -> list[Verdict | Exception]:
+    """Check many responses together: plans and test evaluations are batched, candidates run
+    concurrently (each in its own process). Grader failures are returned, not raised."""
+    checks = [
+        _Check(config, task, candidate_program(response, config.prompt_code, config.entry_point))
+        for config, task, response in requests
+    ]
+
+    def live() -> list[_Check]:
+        return [c for c in checks if c.outcome is None]
+
+    _prepare(checks)
+    _run_candidates(live())
+    _run_fixed_tests([c for c in live() if c.fixed and not c.literal])
+    for check in live():
+        tallies = []
+        if check.fixed and check.literal:
+            tallies.append(literal_tally(check.config.entry_point, check.literal, check.results))
+        elif check.fixed:
+            tallies.append(scoring.fixed_tally(check.config.entry_point, check.frame, check.plan.planned))
+        if check.suite:
+            tallies.append(scoring.dynamic_tally(check.config.entry_point, check.suite, check.results, check.config.rel_tol))
+        try:
+            check.outcome = scoring.verdict(tallies, check.config.scoring == "all_or_nothing")
+        except GraderError as exc:
+            check.outcome = exc
+    return [c.outcome if c.outcome is not None else GraderError("not checked") for c in checks]
+
+
+@register_verifier("python_tests", PythonTestsConfig)
+def check_python_tests(config: PythonTestsConfig, task: Task, response: str) -> Verdict:
+    """Run the answer's function against the fixed and/or dynamic tests; see module docs."""
+    outcome = check_many([(config, task, response)])[0]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome

@@ -1,0 +1,53 @@
+"""Runs inside the candidate's sandboxed process: define the program, call its function on
+each input, and report each result as plain data.
+
+The process receives only the program and the inputs (canonical call keys); expected outputs
+never enter it. One frame per call is written as soon as the call returns, so results before
+a crash, a timeout or an early exit survive and the host can resume after the culprit.
+
+Sent into the sandbox after ``_wire`` and ``_channel`` (whose names it uses); the import
+below is for readers and linters and is stripped from the script.
+"""
+
+from veriloop.verifiers._channel import describe_error, open_channel  # sandbox: strip
+from veriloop.verifiers._wire import NotPlainData, encode_value, loads_value  # sandbox: strip
+
+CANDIDATE_FILE = "<candidate>"
+
+
+def _call(function, key):
+    args, kwargs = loads_value(key)
+    try:
+        result = function(*args, **kwargs)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt are answers too: wrong ones
+        return {"error": describe_error(exc, CANDIDATE_FILE)}
+    try:
+        return {"value": encode_value(result)}
+    except NotPlainData as exc:
+        return {"error": f"returned {exc}; return plain values (numbers, strings, lists, ...)", "harness": True}
+    except RecursionError:
+        return {"error": "returned a value nested too deeply", "harness": True}
+
+
+def run_candidate(job):
+    """``job``: program, entry_point, calls (call keys), repeat (indices to call twice), nonce."""
+    emit = open_channel(job["nonce"])
+    calls, repeat = job["calls"], set(job.get("repeat", ()))
+    namespace = {"__name__": "__candidate__"}
+    try:
+        exec(compile(job["program"], CANDIDATE_FILE, "exec"), namespace)
+    except BaseException as exc:
+        emit({"load_error": describe_error(exc, CANDIDATE_FILE)})
+        return
+    function = namespace.get(job["entry_point"])
+    if not callable(function):
+        emit({"load_error": f"the program does not define a function named {job['entry_point']!r}"})
+        return
+    emit({"loaded": True})
+    for index, key in enumerate(calls):
+        outcome = _call(function, key)
+        if index in repeat:
+            again = _call(function, key)
+            outcome["repeat_differs"] = again != outcome
+        outcome["i"] = index
+        emit(outcome)

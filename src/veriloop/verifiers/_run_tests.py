@@ -1,0 +1,282 @@
+"""Runs inside the test process: the task's own tests, against recorded candidate results.
+
+The test code (HumanEval's ``check(candidate)`` or plain top-level asserts) runs unchanged
+except that every ``assert`` is rewritten to record its outcome and carry on, so partial
+credit can be counted. The function under test is a proxy: a call looks up the candidate's
+result for those arguments (plain data, decoded afresh each time) or raises the candidate's
+error. A call whose result is not known yet returns a placeholder and is reported back; the
+host runs the candidate on those inputs and runs the tests again (the random module is
+seeded, so reruns repeat). The candidate's code never runs here.
+
+One process may evaluate several items (one task's tests against one candidate's results
+each), each in a fresh namespace: everything here is the task set's own code and plain
+data, so batching saves process starts without mixing any candidate's code.
+
+Sent into the sandbox after ``_wire`` and ``_channel``; the imports below are stripped.
+"""
+
+import ast
+
+from veriloop.verifiers._channel import describe_error, open_channel  # sandbox: strip
+from veriloop.verifiers._wire import NotPlainData, call_key, decode_value, loads_value  # sandbox: strip
+
+TESTS_FILE = "<tests>"
+PROMPT_FILE = "<prompt>"
+_SHOWN_FAILURES = 3
+_REPR_LIMIT = 240
+
+
+class CandidateError(Exception):
+    """The function under test raised on these inputs (the message is the candidate's)."""
+
+
+class _Placeholder:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<result not known yet>"
+
+
+PENDING = _Placeholder()
+
+
+class _Unsupported(BaseException):
+    """The tests do something that cannot be graded across processes (a non-plain argument)."""
+
+
+def _holds_pending(value, depth=0):
+    if value is PENDING:
+        return True
+    if depth > 32:
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_holds_pending(item, depth + 1) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_pending(item, depth + 1) for item in value.values())
+    return False
+
+
+def short_repr(value, limit=_REPR_LIMIT):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class CandidateProxy:
+    """Stands in for the function under test; answers from recorded plain results."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.new_calls = {}
+        self.count = 0
+        self.recent = []
+
+    def __call__(self, *args, **kwargs):
+        self.count += 1
+        try:
+            key = call_key(args, kwargs)
+        except (NotPlainData, RecursionError) as exc:
+            if _holds_pending((args, kwargs)):
+                return PENDING
+            raise _Unsupported(f"the tests pass a non-plain argument to the function ({exc})") from None
+        outcome = self.answers.get(key)
+        if outcome is None:
+            self.new_calls[key] = None
+            return PENDING
+        self.recent.append([key, outcome])
+        if "error" in outcome:
+            raise CandidateError(outcome["error"])
+        return decode_value(outcome["value"])
+
+
+class CaseLog:
+    """Counts assertions that test the candidate: those reached after a call to it."""
+
+    def __init__(self, proxy):
+        self.proxy = proxy
+        self.passed = 0
+        self.failed = 0
+        self.failures = []
+        self._calls_seen = 0
+
+    def __call__(self, line, source, ok, error, message=None, left=None, right=None, side=None):
+        if self.proxy.count == self._calls_seen:
+            return
+        self._calls_seen = self.proxy.count
+        calls, self.proxy.recent = self.proxy.recent, []
+        if error is None:
+            try:
+                passed = bool(ok)
+            except Exception as exc:
+                passed, error = False, exc
+        else:
+            passed = False
+        if passed:
+            self.passed += 1
+            return
+        self.failed += 1
+        if len(self.failures) < _SHOWN_FAILURES:
+            self.failures.append(self._describe(line, source, error, message, left, right, side, calls))
+
+    def _describe(self, line, source, error, message, left, right, side, calls):
+        failure = {"line": line, "source": source[:400], "calls": calls[:3]}
+        if error is not None:
+            failure["error"] = describe_error(error)
+            failure["candidate_error"] = isinstance(error, CandidateError)
+        if side is not None:
+            got, expected = (left, right) if side == "left" else (right, left)
+            failure["got"], failure["expected"] = short_repr(got), short_repr(expected)
+        if message is not None:
+            try:
+                failure["message"] = str(message())[:300]
+            except Exception:
+                pass
+        return failure
+
+
+class _Instrument(ast.NodeTransformer):
+    """Rewrites ``assert TEST, MSG`` into the try statement below, reporting to ``_vl_case``.
+
+        try:
+            _vl_ok = TEST                     # or, for LEFT == RIGHT with the call on one side:
+        except Exception as _vl_error:        #   _vl_left = LEFT; _vl_right = RIGHT
+            _vl_case(LINE, SOURCE, False, _vl_error)   # _vl_ok = _vl_left == _vl_right
+        else:
+            _vl_case(LINE, SOURCE, _vl_ok, None, lambda: MSG[, _vl_left, _vl_right, SIDE])
+    """
+
+    def __init__(self, source, names):
+        self.lines = source.splitlines()
+        self.names = names
+
+    def _calls_candidate(self, node):
+        return any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in self.names
+            for n in ast.walk(node)
+        )
+
+    def visit_Assert(self, node):
+        if isinstance(node.test, ast.Constant) and node.test.value:
+            return ast.copy_location(ast.Pass(), node)
+
+        where = {
+            "lineno": node.lineno, "col_offset": node.col_offset,
+            "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset,
+        }
+
+        def new(kind, **fields):
+            return kind(**fields, **where)
+
+        def name(identifier, store=False):
+            return new(ast.Name, id=identifier, ctx=ast.Store() if store else ast.Load())
+
+        def report(*args):
+            call = new(ast.Call, func=name("_vl_case"), args=list(args), keywords=[])
+            return new(ast.Expr, value=call)
+
+        def constant(value):
+            return new(ast.Constant, value=value)
+
+        test, side = node.test, None
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+            left, right = self._calls_candidate(test.left), self._calls_candidate(test.comparators[0])
+            side = "left" if left and not right else "right" if right and not left else None
+        if side:
+            compare = new(ast.Compare, left=name("_vl_left"), ops=[ast.Eq()], comparators=[name("_vl_right")])
+            body = [
+                new(ast.Assign, targets=[name("_vl_left", True)], value=test.left),
+                new(ast.Assign, targets=[name("_vl_right", True)], value=test.comparators[0]),
+                new(ast.Assign, targets=[name("_vl_ok", True)], value=compare),
+            ]
+            extra = [name("_vl_left"), name("_vl_right"), constant(side)]
+        else:
+            body, extra = [new(ast.Assign, targets=[name("_vl_ok", True)], value=test)], []
+        line, source = constant(node.lineno), constant("\n".join(self.lines[node.lineno - 1 : node.end_lineno]).strip())
+        no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+        message = new(ast.Lambda, args=no_args, body=node.msg) if node.msg else constant(None)
+        failed = report(line, source, constant(False), name("_vl_error"))
+        handler = new(ast.ExceptHandler, type=name("Exception"), name="_vl_error", body=[failed])
+        finished = report(line, source, name("_vl_ok"), constant(None), message, *extra)
+        return new(ast.Try, body=body, handlers=[handler], orelse=[finished], finalbody=[])
+
+
+def instrument(source, entry_point):
+    """``(code object, defines_check)`` for test source, with asserts rewritten."""
+    tree = ast.parse(source, TESTS_FILE)
+    names = {entry_point}
+    check = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)
+    if check is not None and check.args.args:
+        names.add(check.args.args[0].arg)
+    tree = _Instrument(source, names).visit(tree)
+    return compile(tree, TESTS_FILE, "exec"), check is not None
+
+
+def load_tests(prompt_code, tests, entry_point):
+    """``(prompt code object, tests code object, defines_check)``; raises on bad code."""
+    return (compile(prompt_code, PROMPT_FILE, "exec"), *instrument(tests, entry_point))
+
+
+def _load(item, job, loaded):
+    key = item.get("code_key")
+    if key is None or not job.get("compiled"):
+        return load_tests(item["prompt_code"], item["tests"], item["entry_point"])
+    if key not in loaded:
+        import base64
+        import marshal
+
+        loaded[key] = marshal.loads(base64.b64decode(job["compiled"][key]))
+    return loaded[key]
+
+
+def _evaluate(item, job, loaded):
+    """One task's tests against one candidate's recorded results, in a fresh namespace."""
+    import random
+
+    namespace = {"__name__": "__tests__"}
+    try:
+        prompt, code, defines_check = _load(item, job, loaded)
+        exec(prompt, namespace)
+    except BaseException as exc:
+        return {"load_error": describe_error(exc, PROMPT_FILE)}
+    proxy = CandidateProxy(item["answers"])
+    cases = CaseLog(proxy)
+    namespace[item["entry_point"]] = proxy
+    namespace["_vl_case"] = cases
+    random.seed(item["seed"])
+    aborted = None
+    if defines_check:
+        try:
+            exec(code, namespace)
+        except BaseException as exc:
+            return {"load_error": describe_error(exc, TESTS_FILE)}
+    try:
+        if defines_check:
+            namespace["check"](proxy)
+        else:
+            exec(code, namespace)
+    except _Unsupported as exc:
+        return {"unsupported": str(exc)}
+    except BaseException as exc:
+        aborted = {
+            "error": describe_error(exc, TESTS_FILE),
+            "candidate_error": isinstance(exc, CandidateError),
+            "calls": proxy.recent[-3:],
+        }
+    return {
+        "passed": cases.passed,
+        "failed": cases.failed,
+        "failures": cases.failures,
+        "aborted": aborted,
+        "new_calls": list(proxy.new_calls),
+    }
+
+
+def run_tests(job):
+    """Evaluate each of ``job["items"]`` (prompt_code, tests, entry_point, answers: {call key:
+    outcome}, seed, optional code_key into ``job["compiled"]``: marshalled ``load_tests``
+    output) and emit one frame per item, numbered by ``"item"``."""
+    emit = open_channel(job["nonce"])
+    loaded = {}
+    for index, item in enumerate(job["items"]):
+        frame = _evaluate(item, job, loaded)
+        frame["item"] = index
+        emit(frame)

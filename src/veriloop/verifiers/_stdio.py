@@ -1,0 +1,163 @@
+"""Verifier kind ``stdio``: a whole program, given stdin, judged on its stdout.
+
+Each test case runs the program in a fresh sandboxed process that receives only that case's
+input; the expected output stays in the host, which compares after the process has ended.
+A case passes when the program exits normally (status ok, exit code 0) and its output
+matches under the configured normalisation. The program's stdout is its answer, so nothing
+it prints can forge a verdict; an early clean exit just ends its answer early.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from veriloop.core import ExecResult, Record, Task
+from veriloop.verifiers._code_sandbox import CodeLimits, PythonRun, run_python
+from veriloop.verifiers._dynamic import mutate_stdin
+from veriloop.verifiers._extract import extract_code
+from veriloop.verifiers._memo import Memo
+from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
+
+_SHOWN = 2
+_CLIP = 300
+
+
+class StdioCase(Record):
+    """One program run: what it reads and what it must print."""
+
+    input: str = Field(default="", description="text fed on stdin")
+    output: str = Field(description="expected stdout")
+
+
+class StdioConfig(VerifierConfig):
+    cases: list[StdioCase] = Field(default_factory=list, description="fixed test cases")
+    compare: Literal["exact", "lines", "tokens", "numbers"] = Field(
+        default="lines",
+        description="exact text; lines (trailing spaces and blank lines ignored); tokens (any whitespace); "
+        "numbers (tokens, numbers within rel_tol)",
+    )
+    case_sensitive: bool = Field(default=True, description="compare letter case")
+    rel_tol: float = Field(default=1e-6, ge=0, le=1, description="tolerance of numbers under compare 'numbers'")
+    suite: Literal["fixed", "dynamic", "both"] = Field(
+        default="fixed", description="fixed cases, dynamic inputs judged by the gold program, or both"
+    )
+    dynamic_cases: int = Field(default=10, ge=1, le=500, description="number of dynamic inputs")
+    seed: int = Field(default=0, description="seed of the dynamic inputs")
+    scoring: Literal["partial", "all_or_nothing"] = Field(
+        default="partial", description="fraction of cases passed, or 1 only when every case passes"
+    )
+    timeout_s: float = Field(default=5.0, gt=0, le=600, description="time limit of each run")
+    memory_mb: int = Field(default=512, ge=64, le=65536, description="memory limit of each run, MiB")
+
+    @model_validator(mode="after")
+    def _has_cases(self) -> StdioConfig:
+        if not self.cases:
+            raise ValueError("needs at least one case ({'input': ..., 'output': ...}), also to seed dynamic inputs")
+        return self
+
+    def limits(self) -> CodeLimits:
+        return CodeLimits(self.timeout_s, self.memory_mb)
+
+
+def normalise_output(text: str, config: StdioConfig) -> list[str] | str:
+    """The comparable form of a program's output under ``config.compare``."""
+    if not config.case_sensitive:
+        text = text.casefold()
+    if config.compare == "exact":
+        return text
+    if config.compare == "lines":
+        lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+    return text.split()
+
+
+def outputs_match(got: str, want: str, config: StdioConfig) -> bool:
+    a, b = normalise_output(got, config), normalise_output(want, config)
+    if config.compare != "numbers":
+        return a == b
+    return len(a) == len(b) and all(_token_match(x, y, config.rel_tol) for x, y in zip(a, b))
+
+
+def _token_match(got: str, want: str, rel_tol: float) -> bool:
+    if got == want:
+        return True
+    try:
+        x, y = float(got), float(want)
+    except ValueError:
+        return False
+    return math.isfinite(x) and math.isclose(x, y, rel_tol=rel_tol, abs_tol=rel_tol)
+
+
+def _clip(text: str) -> str:
+    return repr(text if len(text) <= _CLIP else text[:_CLIP] + "...")
+
+
+def _run_failure(result: ExecResult) -> str | None:
+    """Why a run does not count as a normal exit, or None."""
+    if result.status == "ok":
+        return None
+    if result.status == "error":
+        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        last = lines[-1].strip() if lines else f"exit code {result.exit_code}"
+        return f"crashed ({last[:_CLIP]})"
+    words = {"timeout": "timed out", "memory_limit": "ran out of memory", "output_limit": "printed too much"}
+    return words.get(result.status, f"was killed ({result.detail})")
+
+
+_dynamic_suites: Memo[tuple[StdioCase, ...]] = Memo()
+
+
+def _dynamic_suite(config: StdioConfig, task: Task) -> tuple[StdioCase, ...]:
+    if not isinstance(task.gold, str) or not task.gold.strip():
+        raise GraderError("dynamic tests need the task's gold program (a string of code)")
+
+    def compute() -> tuple[StdioCase, ...]:
+        rng = random.Random(f"{config.seed}:{task.id}")
+        inputs = mutate_stdin([case.input for case in config.cases], config.dynamic_cases * 2, rng)
+        gold, _ = extract_code(task.gold)
+        results = run_python([PythonRun(gold, config.limits(), text) for text in inputs])
+        suite = tuple(
+            StdioCase(input=text, output=result.stdout)
+            for text, result in zip(inputs, results)
+            if result.status == "ok"
+        )[: config.dynamic_cases]
+        if not suite:
+            raise GraderError("no dynamic input could be made: the gold program failed on every mutation")
+        return suite
+
+    return _dynamic_suites.get((config.model_dump_json(), task.id, task.gold), compute)
+
+
+@register_verifier("stdio", StdioConfig)
+def check_stdio(config: StdioConfig, task: Task, response: str) -> Verdict:
+    """Run the answer's program once per case; reward is the fraction of cases passed."""
+    cases: list[tuple[str, StdioCase]] = []
+    if config.suite in ("fixed", "both"):
+        cases += [("test", case) for case in config.cases]
+    if config.suite in ("dynamic", "both"):
+        cases += [("extra test", case) for case in _dynamic_suite(config, task)]
+    program, _ = extract_code(response)
+    if not program.strip():
+        return Verdict(0.0, False, detail="no program in the answer", feedback="Your answer contains no program.")
+    results = run_python([PythonRun(program, config.limits(), case.input) for _, case in cases])
+    passed, problems = 0, []
+    for number, ((label, case), result) in enumerate(zip(cases, results), start=1):
+        failure = _run_failure(result)
+        if failure is None and outputs_match(result.stdout, case.output, config):
+            passed += 1
+            continue
+        got = f"your program {failure}" if failure else f"your program printed {_clip(result.stdout)}"
+        problems.append(f"On {label} {number} (input {_clip(case.input)}) {got}; expected output {_clip(case.output)}.")
+    total = len(cases)
+    detail = f"{passed}/{total} cases passed"
+    if passed == total:
+        return Verdict(1.0, True, detail=detail, feedback=f"All {total} tests passed.")
+    reward = 0.0 if config.scoring == "all_or_nothing" else passed / total
+    feedback = " ".join([f"{total - passed} of {total} tests failed.", *problems[:_SHOWN]])
+    return Verdict(reward, False, detail=f"{detail}; first failure: {problems[0]}", feedback=feedback)

@@ -1,0 +1,128 @@
+"""The host's side of the test process: running a task's tests against recorded results.
+
+Several items (one task's tests against one candidate's plain results) share a process,
+``TEST_BATCH`` at a time: all of it is the task set's own code and plain data. The task's
+prompt code and instrumented tests are compiled once on the host and shipped marshalled when
+the sandbox's interpreter reads that format. A task's plan (the inputs its tests use) is
+learned by running its tests with no results known, once per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from veriloop.verifiers._candidate_calls import Outcome
+from veriloop.verifiers._channel import parse_frames
+from veriloop.verifiers._code_sandbox import CodeLimits, PythonRun, run_python, sandbox_tag
+from veriloop.verifiers._memo import Memo
+from veriloop.verifiers._registry import GraderError
+from veriloop.verifiers._run_tests import load_tests
+from veriloop.verifiers._scripts import build_script, compiled_blob, interpreter_tag, new_nonce
+
+TEST_BATCH = 8
+
+
+class TestSource(Protocol):
+    """What the test process needs of a task's configuration."""
+
+    prompt_code: str
+    tests: str
+    entry_point: str
+    seed: int
+
+    def test_limits(self) -> CodeLimits: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The inputs the fixed tests call the function with, and how many cases they hold."""
+
+    calls: tuple[str, ...]
+    planned: int
+
+
+_plans: Memo[Plan] = Memo()
+_compiled_tests: Memo[str] = Memo()
+
+
+def _code_key(source: TestSource) -> str:
+    text = "\0".join((source.prompt_code, source.tests, source.entry_point))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _compiled(source: TestSource) -> str:
+    return _compiled_tests.get(
+        _code_key(source), lambda: compiled_blob(load_tests(source.prompt_code, source.tests, source.entry_point))
+    )
+
+
+def _test_run(chunk: Sequence[tuple[TestSource, dict[str, Outcome]]]) -> tuple[PythonRun, str]:
+    nonce = new_nonce()
+    precompiled = sandbox_tag() == interpreter_tag()
+    items, compiled = [], {}
+    for source, answers in chunk:
+        item = {
+            "prompt_code": source.prompt_code, "tests": source.tests, "entry_point": source.entry_point,
+            "answers": answers, "seed": source.seed,
+        }
+        if precompiled:
+            item["code_key"] = _code_key(source)
+            compiled[item["code_key"]] = _compiled(source)
+        items.append(item)
+    limits = [source.test_limits() for source, _ in chunk]
+    combined = CodeLimits(max(l.timeout_s for l in limits), max(l.memory_mb for l in limits))
+    job = {"items": items, "compiled": compiled, "nonce": nonce}
+    return PythonRun(build_script("_run_tests", "run_tests", job, sandbox_tag()), combined), nonce
+
+
+def _checked(frame: dict[str, Any]) -> dict[str, Any] | GraderError:
+    if "load_error" in frame:
+        return GraderError(f"the task's tests do not load: {frame['load_error']}")
+    if "unsupported" in frame:
+        return GraderError(str(frame["unsupported"]))
+    return frame
+
+
+def evaluate_tests(requests: Sequence[tuple[TestSource, dict[str, Outcome]]]) -> list[dict[str, Any] | GraderError]:
+    """Each task's tests against its recorded results: a result frame, or why it failed.
+
+    A process that dies part-way (a test that hangs or crashes) is retried one item per
+    process, so one bad item costs only itself.
+    """
+    outcomes: list[dict[str, Any] | GraderError] = [GraderError("not evaluated")] * len(requests)
+    todo, size = list(range(len(requests))), TEST_BATCH
+    while todo:
+        chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
+        runs = [_test_run([requests[i] for i in chunk]) for chunk in chunks]
+        retry = []
+        for chunk, (_, nonce), result in zip(chunks, runs, run_python([run for run, _ in runs])):
+            frames, problem = parse_frames(result.stdout, nonce)
+            by_item = {} if problem else {frame.pop("item", None): frame for frame in frames}
+            for position, index in enumerate(chunk):
+                if position in by_item:
+                    outcomes[index] = _checked(by_item[position])
+                elif len(chunk) > 1:
+                    retry.append(index)
+                else:
+                    why = f"{result.status}, exit code {result.exit_code}" + (f", {result.detail}" if result.detail else "")
+                    outcomes[index] = GraderError(f"the test process failed ({why}): {result.stderr[-300:]}")
+        todo, size = retry, 1
+    return outcomes
+
+
+def plans_for(sources: Sequence[TestSource]) -> list[Plan | GraderError]:
+    """The plan of each task's tests: cached, or learned by one batched run with no results."""
+    keys = [(s.prompt_code, s.tests, s.entry_point, s.seed) for s in sources]
+    missing = {key: source for key, source in zip(keys, sources) if _plans.peek(key) is None}
+    errors: dict[tuple[str, str, str, int], GraderError] = {}
+    for (key, source), frame in zip(missing.items(), evaluate_tests([(s, {}) for s in missing.values()])):
+        if isinstance(frame, GraderError):
+            errors[key] = frame
+        elif not frame["new_calls"]:
+            errors[key] = GraderError(f"the tests never call {source.entry_point}")
+        else:
+            _plans.put(key, Plan(calls=tuple(frame["new_calls"]), planned=frame["passed"] + frame["failed"]))
+    return [errors.get(key) or _plans.peek(key) or GraderError("the plan was evicted; retry") for key in keys]

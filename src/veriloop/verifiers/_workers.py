@@ -1,0 +1,288 @@
+"""Killable worker processes: hard wall-clock limits for checks that may never finish.
+
+Parsing and comparing untrusted answers (sympy simplification, a generator's own scorer) can
+run for minutes or forever on a hostile input. Signal-based timeouts work only in the main
+thread, and a thread cannot be stopped, so such checks run in long-lived worker processes
+that are killed when a call passes its deadline. The wait uses ``select`` on a pipe, which
+works from any thread and any process.
+
+Each worker runs ``python -m veriloop.verifiers._worker MODULE:FUNCTION``: it imports only
+that module (never the caller's ``__main__``), reads one JSON request per line on stdin and
+writes one JSON reply per line. Requests and replies are plain JSON data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from veriloop.verifiers._registry import GraderError
+
+DEFAULT_MEMORY_MB = 4096
+# A fresh worker imports its module before it answers; that time is not part of any check.
+STARTUP_TIMEOUT_S = 120.0
+
+
+class CheckTimeout(GraderError):
+    """A check ran past its wall-clock limit; its worker was killed and replaced."""
+
+
+class WorkerCrashed(GraderError):
+    """A worker exited or broke its protocol while handling a call."""
+
+
+class _Worker:
+    """One worker process and the buffered read side of its reply pipe."""
+
+    def __init__(self, process: subprocess.Popen[bytes]):
+        self.process = process
+        self.ready = False
+        self._buffer = b""
+
+    def wait_ready(self) -> None:
+        """Wait for the worker's first line, written once its module is imported."""
+        if self.ready:
+            return
+        hello = self.receive(time.monotonic() + STARTUP_TIMEOUT_S)
+        if not isinstance(hello, dict) or not hello.get("ready"):
+            error = hello.get("error") if isinstance(hello, dict) else None
+            raise WorkerCrashed(error or f"worker did not start within {STARTUP_TIMEOUT_S:g} s")
+        self.ready = True
+
+    def send(self, request: Any) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(request).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self, deadline: float) -> Any | None:
+        """The next reply, or None when ``deadline`` (a ``time.monotonic`` value) passes first."""
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise WorkerCrashed(f"worker exited (status {self.process.poll()}) during a check")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self.process.wait()
+
+
+class WorkerPool:
+    """Up to ``size`` worker processes running ``target`` ("module:function"), shared by threads.
+
+    ``call`` blocks until a worker is free, sends the request and waits at most ``timeout_s``
+    for the reply. Workers start on first use and are reused; a worker that times out or
+    crashes is killed and a fresh one is started in its place.
+    """
+
+    def __init__(self, target: str, size: int, memory_mb: int | None = DEFAULT_MEMORY_MB):
+        if size < 1:
+            raise ValueError("a worker pool needs at least one worker")
+        self.target = target
+        self.size = size
+        self.memory_mb = memory_mb
+        self._idle: list[_Worker] = []
+        self._started = 0
+        self._lock = threading.Condition()
+        self._closed = False
+        # Workers are started from one long-lived thread: each worker asks the kernel to kill it
+        # when the thread that started it exits, so no stuck worker outlives its parent.
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="veriloop-workers")
+
+    def _start(self) -> _Worker:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        command = [
+            sys.executable, "-m", "veriloop.verifiers._worker",
+            self.target, str(self.memory_mb or 0), str(os.getpid()),
+        ]
+        popen = self._spawner.submit(
+            subprocess.Popen, command,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, close_fds=True,
+        )
+        return _Worker(popen.result())
+
+    def _acquire(self) -> _Worker:
+        with self._lock:
+            while True:
+                if self._closed:
+                    raise GraderError("the worker pool is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._started < self.size:
+                    self._started += 1
+                    break
+                self._lock.wait()
+        try:
+            return self._start()
+        except BaseException:
+            self._discard(None)
+            raise
+
+    def _release(self, worker: _Worker) -> None:
+        with self._lock:
+            if self._closed:
+                worker.kill()
+                return
+            self._idle.append(worker)
+            self._lock.notify()
+
+    def _discard(self, worker: _Worker | None, replace: bool = False) -> None:
+        """Kill ``worker``; with ``replace``, start its successor now so its import overlaps other work."""
+        if worker is not None:
+            worker.kill()
+        if replace and not self._closed:
+            try:
+                self._release(self._start())
+                return
+            except (OSError, RuntimeError):  # RuntimeError: the pool was closed meanwhile
+                pass
+        with self._lock:
+            self._started -= 1
+            self._lock.notify()
+
+    def call(self, request: Any, timeout_s: float) -> Any:
+        """Run ``target(request)`` in a worker; its return value, or CheckTimeout/GraderError.
+
+        An exception inside ``target`` comes back as a GraderError carrying its message.
+        """
+        worker = self._acquire()
+        try:
+            worker.wait_ready()
+            worker.send(request)
+            reply = worker.receive(time.monotonic() + timeout_s)
+        except (OSError, ValueError, WorkerCrashed) as exc:
+            self._discard(worker, replace=True)
+            if isinstance(exc, WorkerCrashed):
+                raise
+            raise WorkerCrashed(f"lost contact with a worker: {exc}") from None
+        except BaseException:
+            self._discard(worker)
+            raise
+        if reply is None:
+            self._discard(worker, replace=True)
+            raise CheckTimeout(f"check took longer than {timeout_s:g} s; it was stopped")
+        self._release(worker)
+        if not reply.get("ok"):
+            raise GraderError(reply.get("error", "worker failed"))
+        return reply["value"]
+
+    def warm(self) -> None:
+        """Start every worker now and wait until each is ready (optional; calls start them too)."""
+        workers: list[_Worker] = []
+        while len(workers) < self.size:
+            with self._lock:
+                if self._closed:
+                    break
+                if self._idle:
+                    workers.append(self._idle.pop())
+                    continue
+                if self._started >= self.size:
+                    break
+                self._started += 1
+            try:
+                workers.append(self._start())
+            except BaseException:
+                self._discard(None)
+                workers, failed = [], workers
+                for worker in failed:
+                    self._release(worker)
+                raise
+        failure: WorkerCrashed | None = None
+        for worker in workers:
+            try:
+                worker.wait_ready()
+            except WorkerCrashed as exc:
+                self._discard(worker)
+                failure = exc
+                continue
+            self._release(worker)
+        if failure is not None:
+            raise failure
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the idle workers (for monitoring and CPU accounting)."""
+        with self._lock:
+            return [worker.process.pid for worker in self._idle]
+
+    def close(self) -> None:
+        """Kill every idle worker; busy ones are killed when their call returns."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._lock.notify_all()
+        for worker in idle:
+            worker.kill()
+        self._spawner.shutdown(wait=False)
+
+
+_POOLS: dict[str, WorkerPool] = {}
+_POOLS_LOCK = threading.Lock()
+_POOLS_PID = os.getpid()
+_POOL_SIZE: int | None = None
+
+
+def default_pool_size() -> int:
+    """Workers per pool: ``set_check_workers``, else ``VERILOOP_CHECK_WORKERS``, else the CPU count (at most 8)."""
+    if _POOL_SIZE is not None:
+        return _POOL_SIZE
+    configured = os.environ.get("VERILOOP_CHECK_WORKERS", "")
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def set_check_workers(size: int | None) -> None:
+    """Worker processes per check pool (math, reasoning-gym) from now on; None restores the default.
+
+    Running pools are closed; their replacements start on next use with the new size.
+    """
+    global _POOL_SIZE
+    if size is not None and size < 1:
+        raise ValueError("check workers must be at least 1")
+    _POOL_SIZE = size
+    close_shared_pools()
+
+
+def shared_pool(target: str) -> WorkerPool:
+    """The process-wide pool for ``target``, created on first use (a fresh one after a fork)."""
+    global _POOLS_PID
+    with _POOLS_LOCK:
+        if _POOLS_PID != os.getpid():  # a forked child must not share its parent's pipes
+            _POOLS.clear()
+            _POOLS_PID = os.getpid()
+        pool = _POOLS.get(target)
+        if pool is None:
+            pool = _POOLS[target] = WorkerPool(target, default_pool_size())
+        return pool
+
+
+def close_shared_pools() -> None:
+    """Stop every shared pool's workers (they restart on next use)."""
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values()) if _POOLS_PID == os.getpid() else []
+        _POOLS.clear()
+    for pool in pools:
+        pool.close()

@@ -1,0 +1,40 @@
+"""Plain data on the wire: exact types survive, nothing that runs code can cross."""
+
+import math
+
+import pytest
+
+from veriloop.verifiers._wire import NotPlainData, dumps_value, loads_value
+
+
+@pytest.mark.parametrize("value", [
+    None, True, 0, -7, 2.5, "text", [1, [2, "x"]], (1, 2), (), {"a": 1}, {(1, 2): {3}},
+    frozenset({1, "a"}), b"\x00\xff", 3 + 4j, -(2**20000), float("inf"), float("-inf"),
+], ids=lambda value: type(value).__name__)
+def test_round_trip_keeps_value_and_exact_type(value):
+    back = loads_value(dumps_value(value))
+    assert back == value and type(back) is type(value)
+
+
+def test_nan_round_trips():
+    assert math.isnan(loads_value(dumps_value(float("nan"))))
+
+
+def test_tuple_and_list_stay_distinct():
+    assert loads_value(dumps_value((0, 1))) != [0, 1]
+
+
+def test_objects_that_could_run_code_are_refused():
+    class AlwaysEqual(str):
+        def __eq__(self, other):
+            return True
+
+    for bad in (AlwaysEqual("x"), [object()], {"k": lambda: 1}, (i for i in range(3))):
+        with pytest.raises(NotPlainData):
+            dumps_value(bad)
+
+
+@pytest.mark.parametrize("text", ['{"$eval": "1"}', '{"a": 1, "b": 2}', "NaN", '{"$set": [[1]]}', "[1,"])
+def test_malformed_or_unknown_encodings_are_rejected(text):
+    with pytest.raises(NotPlainData):
+        loads_value(text)

@@ -1,0 +1,152 @@
+"""The HTTP service, against real ``veriloop sandbox serve`` processes on loopback."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from veriloop.core import UserError
+from veriloop.sandbox import Sandbox, SandboxUnavailable
+
+VERILOOP = Path(sys.executable).with_name("veriloop")
+TOKEN = "test-token-" + "x" * 16
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _serve(*options: str, token: str | None) -> Iterator[str]:
+    port = _free_port()
+    args = [str(VERILOOP), "sandbox", "serve", "--port", str(port), "--workers", "2", "--timeout", "5", *options]
+    server = subprocess.Popen([*args, *(["--token", token] if token else [])], stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        for _ in range(300):
+            if server.poll() is not None:
+                pytest.skip(f"the service did not start: {server.stderr.read().decode()[-500:]}")
+            try:
+                if httpx.get(f"{url}/v1/ping", headers=headers, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[str]:
+    yield from _serve("--max-body-mb", "1", "--max-pending", "0", token=TOKEN)
+
+
+@pytest.fixture(scope="module")
+def open_service() -> Iterator[str]:
+    yield from _serve(token=None)
+
+
+def _post(url: str, body: dict | bytes, token: str | None = TOKEN, timeout: float = 60) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if isinstance(body, bytes):
+        return httpx.post(url, content=body, headers={**headers, "Content-Type": "application/json"}, timeout=timeout)
+    return httpx.post(url, json=body, headers=headers, timeout=timeout)
+
+
+def test_requests_without_the_right_token_are_refused(service):
+    code = {"code": "print(1)", "language": "python"}
+    assert _post(f"{service}/run_code", code, token=None).status_code == 401
+    assert _post(f"{service}/run_code", code, token="wrong").status_code == 401
+    assert httpx.get(f"{service}/v1/ping").status_code == 401
+    assert _post(f"{service}/run_code", code).status_code == 200
+
+
+def test_sandboxfusion_requests_and_responses(service):
+    python = _post(f"{service}/run_code", {"code": "print(input() * 2)", "language": "python", "stdin": "ab"}).json()
+    assert python["status"] == "Success" and python["compile_result"] is None
+    assert python["run_result"]["status"] == "Finished"
+    assert python["run_result"]["stdout"] == "abab\n" and python["run_result"]["return_code"] == 0
+    assert isinstance(python["run_result"]["execution_time"], float)
+    failing = _post(f"{service}/run_code", {"code": "exit 3", "language": "bash"}).json()
+    assert failing["status"] == "Failed" and failing["run_result"]["return_code"] == 3
+    slow = _post(f"{service}/run_code", {"code": "while True: pass", "language": "python", "run_timeout": 1}).json()
+    assert slow["status"] == "Failed" and slow["run_result"]["status"] == "TimeLimitExceeded"
+    cpp = _post(f"{service}/run_code", {"code": "#include <cstdio>\nint main(){puts(\"hi\");}", "language": "cpp"}).json()
+    assert cpp["status"] == "Success" and cpp["compile_result"]["status"] == "Finished"
+    assert cpp["run_result"]["stdout"] == "hi\n"
+
+
+def test_files_go_in_as_base64_and_come_back_when_fetched(service):
+    body = {
+        "code": "cat data.txt > copy.txt; echo done",
+        "language": "bash",
+        "files": {"data.txt": base64.b64encode(b"payload").decode()},
+        "fetch_files": ["copy.txt"],
+    }
+    answer = _post(f"{service}/run_code", body).json()
+    assert answer["status"] == "Success"
+    assert base64.b64decode(answer["files"]["copy.txt"]) == b"payload"
+
+
+def test_malformed_and_oversized_requests(service):
+    assert _post(f"{service}/run_code", b"{not json").status_code in (400, 422)
+    assert _post(f"{service}/run_code", {"language": "python"}).status_code == 422
+    assert _post(f"{service}/run_code", {"code": "x", "language": "cobol"}).status_code == 400
+    assert _post(f"{service}/run_code", {"code": "x", "files": {"a": "!!not base64!!"}}).status_code == 400
+    assert _post(f"{service}/run_code", {"code": "x", "files": {"../a": ""}}).status_code == 400
+    assert _post(f"{service}/run_code", {"code": "#" * (2 << 20)}).status_code == 413
+    assert _post(f"{service}/v1/exec", {"kind": "exec", "argv": []}).status_code == 422
+
+
+def test_concurrency_is_bounded(service):
+    slow = {"code": "import time; time.sleep(6)", "language": "python"}
+    holders = [threading.Thread(target=_post, args=(f"{service}/run_code", slow)) for _ in range(2)]
+    for holder in holders:
+        holder.start()
+    seen = []
+    try:
+        while any(h.is_alive() for h in holders) and 503 not in seen:
+            seen.append(_post(f"{service}/run_code", {"code": "print(1)"}).status_code)  # both workers busy,
+            time.sleep(0.2)  # and --max-pending is 0: once the holders run, a third request is turned away
+    finally:
+        for holder in holders:
+            holder.join()
+    assert 503 in seen
+    assert _post(f"{service}/run_code", {"code": "print(1)"}).status_code == 200
+
+
+def test_without_a_token_loopback_clients_need_no_auth(open_service):
+    answer = _post(f"{open_service}/run_code", {"code": "print('open')", "language": "python"}, token=None)
+    assert answer.status_code == 200 and answer.json()["run_result"]["stdout"] == "open\n"
+
+
+def test_remote_backend_speaks_the_same_api(service):
+    with Sandbox(backend="remote", url=service, token=TOKEN, workers=2) as remote:
+        assert remote.run_python("print(6 * 7)").stdout == "42\n"
+        made = remote.run(["sh", "-c", "cat a.txt > b.txt"], files={"a.txt": "A"}, stdin="", capture=True)
+        assert made.snapshot is not None and made.snapshot.files() == {"a.txt": b"A", "b.txt": b"A"}
+        assert remote.run(["cat", "b.txt"], snapshot=made.snapshot).stdout == "A"
+        assert [r.stdout for r in remote.map_python([f"print({i})" for i in range(6)])] == [f"{i}\n" for i in range(6)]
+        timed_out = remote.run_python("while True: pass", limits=remote.limits.model_copy(update={"timeout_s": 1.0}))
+        assert timed_out.status == "timeout"
+        with pytest.raises(UserError):
+            remote.run_python("pass", files={"/abs": "x"})
+
+
+def test_remote_backend_reports_a_wrong_token_or_no_service(service):
+    with pytest.raises(SandboxUnavailable, match="token"):
+        Sandbox(backend="remote", url=service, token="wrong")
+    with pytest.raises(SandboxUnavailable, match="unreachable"):
+        Sandbox(backend="remote", url=f"http://127.0.0.1:{_free_port()}")

@@ -1,0 +1,104 @@
+"""Seeded generators: deterministic per seed, different across seeds, gold answers pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from veriloop.core import Response, UserError
+from veriloop.tasks import GENERATORS, check_task, generate_tasks
+from veriloop.tasks._arithmetic import evaluate
+from veriloop.verifiers import verify
+
+
+def gold_scores(tasks):
+    return [verify(task, Response(id=f"gold-{task.id}", task_id=task.id, response=str(task.gold))) for task in tasks]
+
+
+@pytest.mark.parametrize("name", GENERATORS.names())
+def test_same_seed_same_tasks_other_seed_other_tasks(name):
+    first = generate_tasks(name, seed=7, size=30)
+    again = generate_tasks(name, seed=7, size=30)
+    other = generate_tasks(name, seed=8, size=30)
+    assert first == again
+    assert [t.prompt for t in first] != [t.prompt for t in other]
+    assert len({t.id for t in first}) == 30
+    assert not {t.id for t in first} & {t.id for t in other}
+
+
+@pytest.mark.parametrize("name", GENERATORS.names())
+def test_a_task_does_not_depend_on_the_size_of_the_set(name):
+    assert generate_tasks(name, seed=3, size=5) == generate_tasks(name, seed=3, size=12)[:5]
+
+
+@pytest.mark.parametrize("name", GENERATORS.names())
+def test_every_gold_answer_passes_its_own_verifier(name):
+    tasks = generate_tasks(name, seed=0, size=60)
+    assert all(check_task(task) is None for task in tasks)
+    for task, score in zip(tasks, gold_scores(tasks)):
+        assert score.passed and score.reward == 1.0, (task.id, task.gold, score.detail)
+
+
+@pytest.mark.parametrize("difficulty", [1, 2, 3, 4, 5])
+def test_arithmetic_levels(difficulty):
+    tasks = generate_tasks("arithmetic", seed=1, size=40, difficulty=difficulty)
+    assert {t.metadata["level"] for t in tasks} == {difficulty}
+    assert all(t.difficulty == difficulty / 5 for t in tasks)
+    assert all(score.passed for score in gold_scores(tasks))
+    counts = {t.metadata["expression"].count(" ") // 2 + 1 for t in tasks}
+    assert counts == {[2, 3, 3, 4, 5][difficulty - 1]}
+
+
+def test_arithmetic_options_and_exact_verifier():
+    tasks = generate_tasks("arithmetic", seed=2, size=50, operands=4, min_operand=5, max_operand=9,
+                           operators="*", verifier="exact", instruction="Answer with a number only.")
+    for task in tasks:
+        numbers = [int(n) for n in task.metadata["expression"].replace("(", "").replace(")", "").split(" * ")]
+        assert len(numbers) == 4 and all(5 <= n <= 9 for n in numbers)
+        assert task.prompt.endswith("Answer with a number only.")
+        assert task.verifier == {"kind": "exact"}
+    assert all(score.passed for score in gold_scores(tasks))
+
+
+def test_arithmetic_wrong_answers_fail():
+    task = generate_tasks("arithmetic", seed=5, size=1)[0]
+    wrong = verify(task, Response(id="r", task_id=task.id, response=str(int(task.gold) + 1)))
+    assert wrong.reward == 0.0
+
+
+def test_evaluate_follows_precedence_and_refuses_code():
+    assert evaluate("2 + 3 * 4") == 14
+    assert evaluate("(2 + 3) * 4 - 1") == 19
+    with pytest.raises(ValueError):
+        evaluate("__import__('os')")
+
+
+def test_numeric_tables_prompt_and_gold_agree():
+    task = generate_tasks("numeric-tables", seed=9, size=1, difficulty=3, questions=4, periods=5)[0]
+    assert len(task.gold) == 4
+    for name in task.gold:
+        assert f"{name}:" in task.prompt
+    header = next(line for line in task.prompt.splitlines() if line.startswith("| Line item"))
+    assert header.count("|") == 5 + 2 and "| Revenue |" in task.prompt
+    half = dict(list(task.gold.items())[:2])
+    answer = "\n".join(f"{k}: {v}" for k, v in half.items())
+    assert verify(task, Response(id="r", task_id=task.id, response=answer)).reward == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"difficulty": 9}, "--difficulty"),
+        ({"operators": "/"}, "--operators"),
+        ({"min_operand": 10, "max_operand": 5}, "max_operand is below min_operand"),
+        ({"colour": "red"}, "unknown option --colour; known: --seed, --size"),
+        ({"size": 0}, "--size"),
+    ],
+)
+def test_bad_options_are_user_errors(options, message):
+    with pytest.raises(UserError, match=message):
+        generate_tasks("arithmetic", **{"seed": 1, "size": 3, **options})
+
+
+def test_unknown_generator_lists_the_known_ones():
+    with pytest.raises(UserError, match="unknown task generator 'poetry'; known: .*arithmetic.*numeric-tables"):
+        generate_tasks("poetry", seed=1, size=1)

@@ -1,0 +1,88 @@
+"""The TRL reward function and verl compute_score, called the way those trainers call them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from veriloop.core import UserError, write_jsonl, write_parquet
+from veriloop.integrations import make_compute_score, trl_dataset_rows, trl_reward_function, verl_rows
+from veriloop.tasks import generate_tasks, import_tasks
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return generate_tasks("arithmetic", seed=4, size=6) + generate_tasks("numeric-tables", seed=4, size=2)
+
+
+def test_trl_reward_function_scores_a_batch_by_task_id(tasks, tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(path, tasks)
+    reward = trl_reward_function(path)
+    rows = trl_dataset_rows(tasks)
+    completions = [f"\\boxed{{{t.gold}}}" for t in tasks[:6]] + [
+        [{"role": "assistant", "content": "\n".join(f"{k}: {v}" for k, v in tasks[6].gold.items())}],
+        [{"role": "assistant", "content": "no idea"}],
+    ]
+    rewards = reward(
+        prompts=[row["prompt"] for row in rows], completions=completions,
+        completion_ids=[[1, 2]] * len(rows), task_id=[row["task_id"] for row in rows], trainer_state=None,
+    )
+    assert rewards == [1.0] * 7 + [0.0]
+    assert reward.__name__ == "veriloop"
+    assert [s.task_id for s in reward.last_scores] == [t.id for t in tasks]
+    reward.close()
+
+
+def test_trl_reward_function_reports_grader_failures_as_none(tasks):
+    broken = tasks[0].model_copy(update={"gold": None})
+    reward = trl_reward_function([broken])
+    assert reward(prompts=["p"], completions=["\\boxed{1}"], task_id=[broken.id]) == [None]
+    assert trl_reward_function([broken], infra_error_reward=0.0)(completions=["1"], task_id=[broken.id]) == [0.0]
+
+
+def test_trl_reward_function_needs_the_task_id_column(tasks):
+    reward = trl_reward_function(tasks)
+    with pytest.raises(UserError, match="needs a 'task_id' column"):
+        reward(prompts=["p"], completions=["1"], problem=["x"])
+    with pytest.raises(UserError, match="not in the task set"):
+        reward(prompts=["p"], completions=["1"], task_id=["nope"])
+
+
+def test_verl_compute_score_three_ways(tasks):
+    compute_score = make_compute_score(tasks, verifiers={"tables": {"kind": "numeric"}})
+    by_id = compute_score("arithmetic", f"#### {tasks[0].gold}", "ignored", {"task_id": tasks[0].id})
+    assert by_id == {"score": 1.0, "passed": True, "infra_error": False}
+    assert compute_score("openai/gsm8k", "The answer is 12", "12")["score"] == 1.0
+    assert compute_score("openai/gsm8k", "The answer is 13", "12")["score"] == 0.0
+    assert compute_score("tables", "a: 1\nb: 3", {"a": 1, "b": 2})["score"] == 0.5
+    spec = {"verifier": {"kind": "exact", "case_sensitive": False}, "gold": "Paris"}
+    assert compute_score("facts", "paris", spec)["passed"]
+    broken = compute_score("facts", "x", {"verifier": {"kind": "exact"}})
+    assert broken == {"score": 0.0, "passed": False, "infra_error": True}
+
+
+def test_verl_rows_round_trip_through_the_importer(tasks, tmp_path):
+    path = tmp_path / "train.parquet"
+    write_parquet(path, verl_rows(tasks[:6]))
+    imported = import_tasks("verl-parquet", file=path)
+    assert [t.gold for t in imported] == [t.gold for t in tasks[:6]]
+    compute_score = make_compute_score(tasks)
+    for row in verl_rows(tasks[:6]):
+        answer = f"\\boxed{{{row['reward_model']['ground_truth']}}}"
+        assert compute_score(row["data_source"], answer, row["reward_model"]["ground_truth"], row["extra_info"])["passed"]
+
+
+def test_module_level_compute_score_reads_tasks_from_the_environment(tasks, tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(path, tasks)
+    code = (
+        "from veriloop.integrations import compute_score;"
+        f"print(compute_score('x', '\\\\boxed{{{tasks[1].gold}}}', None, {{'task_id': {tasks[1].id!r}}})['score'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={"VERILOOP_TASKS": str(path), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1.0"

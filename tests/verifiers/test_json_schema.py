@@ -1,0 +1,59 @@
+"""The json_schema kind: extraction, schema violations with feedback, gold matching."""
+
+from __future__ import annotations
+
+from veriloop.core import Response, Task
+from veriloop.tasks import check_task
+from veriloop.verifiers import verify
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "price": {"type": "number", "minimum": 0}},
+    "required": ["name", "price"],
+    "additionalProperties": False,
+}
+
+
+def score(response: str, gold=None, **fields):
+    verifier = {"kind": "json_schema", "schema": SCHEMA, **fields}
+    task = Task(id="t", domain="json", prompt="p", verifier=verifier, gold=gold)
+    return verify(task, Response(id="r", task_id="t", response=response))
+
+
+def test_valid_json_in_each_place():
+    assert score('{"name": "pen", "price": 1.5}').passed
+    assert score('Here it is:\n```json\n{"name": "pen", "price": 1.5}\n```').passed
+    assert score('Sure! {"name": "pen", "price": 1.5} Done.').passed
+
+
+def test_violations_are_listed_with_their_paths():
+    result = score('{"name": "pen", "price": -1, "colour": "red"}')
+    assert result.reward == 0.0 and not result.passed
+    assert "at $.price" in result.feedback and "minimum" in result.feedback
+    assert "colour" in result.feedback
+
+
+def test_not_json_and_deep_nesting_score_zero():
+    assert score("no json here").detail == "no JSON value found"
+    deep = "[" * 100_000 + "]" * 100_000
+    result = score(deep, extract="full")
+    assert result.status == "scored" and result.reward == 0.0
+
+
+def test_the_last_fenced_block_is_the_answer():
+    response = '```json\n{"name": "draft"}\n```\nFixed:\n```json\n{"name": "pen", "price": 2}\n```'
+    assert score(response).passed
+
+
+def test_match_gold_compares_values_exactly():
+    assert score('{"name": "pen", "price": 2}', gold='{"price": 2, "name": "pen"}', match_gold=True).passed
+    wrong = score('{"name": "pen", "price": 3}', gold={"name": "pen", "price": 2}, match_gold=True)
+    assert wrong.reward == 0.0 and "wrong content" in wrong.feedback
+    assert score('{"name": "pen", "price": 2}', match_gold=True).status == "infra_error"
+
+
+def test_an_invalid_schema_is_a_task_error():
+    task = Task(id="t", domain="d", prompt="p", verifier={"kind": "json_schema", "schema": {"type": "nope"}})
+    assert "not a valid JSON Schema" in check_task(task)
+    missing = Task(id="t", domain="d", prompt="p", verifier={"kind": "json_schema"})
+    assert "missing field 'verifier.schema'" in check_task(missing)
