@@ -13,7 +13,9 @@ Prints one JSON line:
 - ``snapshot``: capturing a workspace of ``--snapshot-files`` files after a run, and
   starting a run from it (the reset time), each over a plain run;
 - ``mixed_load``: throughput when 1 snippet in 10 is hostile (CPU loop, memory, fork and
-  output floods, killing its own sandbox server).
+  output floods, a daemon left behind);
+- ``load_average_1m``: the machine's load before and after (other work on a shared machine
+  slows both sides, the plain subprocesses more).
 
 Usage: python bench/sandbox.py [--snippets 600] [--rounds 3]
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import threading
@@ -38,7 +41,7 @@ HOSTILE = (
     "x = bytearray(1 << 34)",
     "import os\nwhile True: os.fork()",
     "while True: print('x' * 4096)",
-    "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+    "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)",
 )
 
 
@@ -166,6 +169,7 @@ def main() -> None:
     args = parser.parse_args()
     python = find_python()
     codes = snippets(args.snippets)
+    load_before = os.getloadavg()[0]
     plain_rates, box_rates, plain_lat, box_lat = [], [], [], []
     with Sandbox(limits=Limits(timeout_s=10, memory_mb=512), workers=WORKERS) as sb:
         sb.map_python(codes[:50])
@@ -192,6 +196,7 @@ def main() -> None:
         "cold_start_ms": cold_start(python.executable),
         "snapshot": snapshot,
         "mixed_load": mixed_load(200),
+        "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }))
 
 

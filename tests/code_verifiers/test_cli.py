@@ -77,7 +77,7 @@ def test_audit_flags_a_deliberately_weak_verifier(tmp_path, run_cli):
     assert result.returncode == 1, result.stdout + result.stderr
     report = json.loads(out.read_text())
     fooled = {row["category"] for row in report["rows"] if row["fooled"]}
-    assert {"hedging", "mutated_gold", "channel_forgery"} <= fooled
+    assert {"early_exit", "hedging", "mutated_gold"} <= fooled
     assert not report["ok"] and "fooled" in result.stderr
 
 

@@ -41,16 +41,19 @@ def audit(
     from rich.console import Console
     from rich.progress import Progress
 
+    from veriloop.cli._verify import start_sandbox_early
+
+    finish_sandbox = start_sandbox_early(workers)
     from veriloop.core import atomic_write
     from veriloop.tasks import load_tasks
-    from veriloop.verifiers import audit_tasks, set_code_workers
+    from veriloop.verifiers import audit_tasks
 
     task_list = load_tasks(tasks)
-    set_code_workers(workers)
+    finish_sandbox()
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     with Progress(console=err, transient=True, disable=not sys.stderr.isatty()) as progress:
         bar = progress.add_task("auditing", total=None)
-        report, checked = audit_tasks(
+        report = audit_tasks(
             task_list, repeats=repeats, per_kind=per_kind, threads=2 * workers,
             on_score=lambda _: progress.advance(bar),
         )
@@ -60,7 +63,7 @@ def audit(
         err.print(line, style="red", markup=False)
     if out is not None:
         with atomic_write(out) as handle:
-            json.dump({"ok": report.ok, "responses": checked, **report.model_dump(mode="json")}, handle, indent=2)
+            json.dump({"ok": report.ok, **report.model_dump(mode="json")}, handle, indent=2)
     verdict = "no verifier was fooled" if report.ok else "verifiers were fooled, broke or were flaky"
-    err.print(f"{checked} responses checked: {verdict}", style="green" if report.ok else "bold red", markup=False)
+    err.print(f"{report.responses} responses checked: {verdict}", style="green" if report.ok else "bold red", markup=False)
     return 0 if report.ok else 1

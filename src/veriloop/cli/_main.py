@@ -11,7 +11,7 @@ import sys
 import click
 import typer
 
-from veriloop.cli import _audit, _sandbox, _tasks, _train, _trajectories, _verify
+from veriloop.cli import _audit, _compare, _eval, _model, _report, _sandbox, _tasks, _train, _trajectories, _verify
 
 app = typer.Typer(
     name="veriloop",
@@ -23,9 +23,14 @@ app = typer.Typer(
 app.add_typer(_tasks.app, name="tasks")
 app.add_typer(_sandbox.app, name="sandbox")
 app.add_typer(_trajectories.app, name="trajectories")
+app.add_typer(_model.app, name="model")
+app.command("sft")(_model.sft)
 app.command("train")(_train.train)
 app.command("verify")(_verify.verify)
 app.command("audit")(_audit.audit)
+app.command("eval")(_eval.eval_)
+app.command("compare")(_compare.compare)
+app.command("report")(_report.report)
 
 
 def _print_user_error(exc: BaseException) -> None:

@@ -134,3 +134,34 @@ def contamination_(
         click.echo(f"{len(report.contaminated_ids)} of {report.heldout_size} held-out tasks "
                    f"({report.fraction:.1%}) overlap the {report.train_size} training tasks")
     return 0 if report.clean else 1
+
+
+@app.command("overlap")
+def overlap_(
+    train: Path = typer.Argument(..., help="training task set"),
+    eval_set: Path = typer.Argument(..., metavar="EVAL", help="eval task set"),
+    ngram: int = typer.Option(8, "--ngram", min=1, help="length of the word runs compared"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> int:
+    """Report n-gram overlap between a training set and an eval set, by prompts and by gold
+    answers (golds shorter than --ngram words are not compared). Exits 1 if any task overlaps."""
+    import json
+
+    import click
+
+    from veriloop.evaluation import overlap
+    from veriloop.tasks import load_tasks
+
+    report = overlap(load_tasks(train), load_tasks(eval_set), ngram=ngram)
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+        return 0 if report.clean else 1
+    found = report.prompt_overlaps + report.gold_overlaps
+    for item in found[:20]:
+        click.echo(f"{item.heldout_id}  ~  {item.train_id}  ({item.how})")
+    if len(found) > 20:
+        click.echo(f"... and {len(found) - 20} more")
+    click.echo(f"{len(report.overlapping_ids)} of {report.eval_size} eval tasks ({report.fraction:.1%}) overlap the "
+               f"{report.train_size} training tasks; {report.prompt_ngram_fraction:.1%} of eval prompt {ngram}-word runs "
+               f"and {report.gold_ngram_fraction:.1%} of gold runs appear in the training set")
+    return 0 if report.clean else 1

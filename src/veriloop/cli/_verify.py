@@ -7,6 +7,40 @@ from pathlib import Path
 import typer
 
 
+def start_sandbox_early(workers: int):
+    """Start the code sandbox in a thread now, so its start-up overlaps imports and loading.
+
+    Returns ``finish()``, which hands the sandbox to the code verifiers (or, if it could not
+    start, leaves them to start their own and report the failure per check).
+    """
+    import threading
+
+    started: dict = {}
+
+    def start() -> None:
+        try:
+            from veriloop.sandbox import Sandbox
+
+            started["sandbox"] = Sandbox(workers=workers)
+        except Exception:  # reported again by the first check that needs the sandbox
+            pass
+
+    thread = threading.Thread(target=start, name="sandbox-start", daemon=True)
+    thread.start()
+
+    def finish() -> None:
+        from veriloop.verifiers import set_code_workers, start_code_sandbox, use_code_sandbox
+
+        thread.join()
+        if "sandbox" in started:
+            use_code_sandbox(started["sandbox"])
+        else:
+            set_code_workers(workers)
+        start_code_sandbox()
+
+    return finish
+
+
 def _pairs(tasks_path: Path, responses_path: Path) -> list:
     """``(task, response)`` per response row, in order; every bad row reported at once."""
     from veriloop.core import Response, RowErrors, iter_objects, read_records
@@ -59,12 +93,12 @@ def verify(
     from rich.console import Console
     from rich.progress import Progress
 
+    finish_sandbox = start_sandbox_early(workers)
     from veriloop.core import write_records
-    from veriloop.verifiers import set_code_workers, start_code_sandbox, verify_many
+    from veriloop.verifiers import verify_many
 
-    set_code_workers(workers)
-    start_code_sandbox()
     pairs = _pairs(tasks, responses)
+    finish_sandbox()
     started = time.perf_counter()
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     with Progress(console=err, transient=True, disable=not sys.stderr.isatty()) as progress:

@@ -10,8 +10,10 @@ host side belong to no one with rights, and ``RLIMIT_NPROC`` is counted per sand
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,7 @@ NOBODY = 65534
 HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 ZYGOTE_SOURCE = (Path(__file__).with_name("_zygote.py")).read_text(encoding="utf-8")
 
+_MIN_BWRAP = (0, 8, 0)
 _ROOT_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime")
 _ETC_NETWORK = ("resolv.conf", "hosts", "nsswitch.conf", "host.conf", "gai.conf", "ssl", "ca-certificates")
@@ -49,10 +52,20 @@ class Launch:
         return [*self.head, *middle, *self.tail]
 
 
+@functools.lru_cache(maxsize=1)
 def bwrap_executable() -> str:
+    """The bubblewrap binary, if it is new enough (0.8: --disable-userns, --size)."""
     path = shutil.which("bwrap")
     if path is None:
         raise UserError("bubblewrap is not installed (apt-get install -y bubblewrap); the sandbox needs it")
+    try:
+        words = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout.split()
+        version = tuple(int(part) for part in words[-1].split("."))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        raise UserError(f"{path} --version did not answer like bubblewrap") from None
+    if version < _MIN_BWRAP:
+        found = ".".join(map(str, version))
+        raise UserError(f"bubblewrap {found} is too old: the sandbox needs {'.'.join(map(str, _MIN_BWRAP))} or newer")
     return path
 
 

@@ -39,8 +39,9 @@ class Sandbox:
     to every run unless a call passes its own. ``network=True`` gives runs the host's network
     (bwrap only; off by default). ``python`` picks the interpreter used inside (bwrap only).
 
-    Every call returns an ExecResult; a run that hit a limit is a status, never an exception.
-    Bad arguments raise UserError. Use it as a context manager, or call ``close()``.
+    Every run returns an ExecResult; a run that hit a limit is a status, never an exception.
+    Bad arguments raise UserError; a sandbox that cannot start, or a service that cannot be
+    reached, raises SandboxUnavailable. Use it as a context manager, or call ``close()``.
     """
 
     def __init__(

@@ -127,7 +127,10 @@ def create_app(
 
     @api.post("/v1/exec")
     async def execute(job: Job) -> ExecResult:
-        job = job.model_copy(update={"limits": capped(job.limits, sandbox.limits)})
+        try:
+            job = Job.model_validate({**dict(job), "limits": capped(job.limits, sandbox.limits)})
+        except ValueError as exc:  # the files no longer fit under this service's disk limit
+            raise HTTPException(422, str(exc)) from None
         return await bounded(lambda: sandbox.execute(job))
 
     @api.post("/run_code")

@@ -42,10 +42,10 @@ class _Lost(Exception):
         self.status = status
 
 
-def max_reply_bytes(limits: Limits) -> int:
-    """The largest answer a server may send for a job with these limits (base64 included)."""
-    payload = 2 * limits.output_bytes + 2 * limits.disk_mb * MIB + MIB
-    return payload * 4 // 3 + 64 * 1024
+def max_reply_bytes(job: Job) -> int:
+    """The largest answer a server may send for ``job`` (base64 included)."""
+    snapshot = 2 * job.limits.disk_mb * MIB + MIB if job.capture else 0
+    return (2 * job.limits.output_bytes + snapshot) * 4 // 3 + 64 * 1024
 
 
 def _wait(fd: int, events: int, deadline: float) -> None:
@@ -97,6 +97,7 @@ class Worker:
         self._stderr_tail = bytearray()
         self._drainer: threading.Thread | None = None
         self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
+        self._shut = False
         self.python_version = ""
 
     def spawn(self) -> None:
@@ -182,8 +183,6 @@ class Worker:
 
     def execute(self, job: Job) -> ExecResult:
         """Run one job; a broken server becomes a result (timeout or killed), then is replaced."""
-        if self._proc is None or self._proc.poll() is not None:
-            self.restart()
         started = time.monotonic()
         transfer = sum(len(c) for c in job.files.values()) + len(job.stdin)
         deadline = started + job.limits.timeout_s + _GRACE_S + transfer / _BYTES_PER_S
@@ -191,12 +190,14 @@ class Worker:
         if self._cap is not None:
             self._cap.fit(job.limits)
         try:
+            if self._proc is None or self._proc.poll() is not None:
+                self.restart()
             try:
                 self._send(payload, deadline)
             except BrokenPipeError:  # the server died between jobs: nothing has run yet
                 self.restart()
                 self._send(payload, deadline)
-            reply = self._receive(deadline, max_reply_bytes(job.limits))
+            reply = self._receive(deadline, max_reply_bytes(job))
             result = result_from_reply(reply)
         except _Lost as exc:
             self.close()
@@ -212,12 +213,20 @@ class Worker:
 
     def _with_oom_kills(self, result: ExecResult, limits: Limits) -> ExecResult:
         """A run the memory cgroup had to kill processes of is a memory_limit."""
-        if self._cap is None or not self._cap.new_oom_kills() or result.status in ("timeout", "output_limit"):
+        if self._cap is None or self._shut:
+            return result
+        try:
+            killed = self._cap.new_oom_kills()
+        except OSError:  # closed under us: the Sandbox is closing
+            return result
+        if not killed or result.status in ("timeout", "output_limit"):
             return result
         detail = f"memory limit of {limits.memory_mb} MiB reached by the run's processes together"
         return result.model_copy(update={"status": "memory_limit", "detail": detail})
 
     def restart(self) -> None:
+        if self._shut:
+            raise _Lost("killed", "the sandbox was closed")
         self.close()
         self.spawn()
         self.wait_ready()
@@ -247,6 +256,7 @@ class Worker:
 
     def shutdown(self) -> None:
         """Close for good: also remove the memory cgroup."""
+        self._shut = True
         self.close()
         if self._cap is not None:
             self._cap.remove()

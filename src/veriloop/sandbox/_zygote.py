@@ -10,8 +10,8 @@ for each job it
 2. feeds stdin, keeps at most the cap of stdout and stderr, and enforces the wall deadline;
 3. SIGKILLs every other process of the PID namespace with ``kill(-1)`` and reaps them all
    (they are all the run's, and as the namespace's init this server inherits every orphan);
-4. empties every writable mount and removes SysV IPC objects, so nothing of the run survives
-   into the next one (kernel keys, which would, are denied by the seccomp filter);
+4. empties every writable mount (and removes SysV IPC objects where the seccomp filter does not
+   deny them), so nothing of the run survives into the next one;
 5. answers with the outcome, or asks the host for a fresh sandbox if it could not clean up.
 
 The server is the PID namespace's init, so the run's processes cannot signal it (the kernel
@@ -23,6 +23,7 @@ import atexit
 import base64
 import builtins
 import ctypes
+import errno
 import gc
 import io
 import json
@@ -47,6 +48,7 @@ RESERVED_TASKS = 1  # this server (the namespace's init) counts against the run'
 MIB = 1 << 20
 PR_SET_DUMPABLE = 4
 IPC_RMID = 0
+IPC_DENIED = False  # set at start: True when the seccomp filter denies creating SysV IPC objects
 MEMORY_WORDS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"out of memory")
 WARM_MODULES = (
     "abc", "array", "atexit", "bisect", "collections", "contextlib", "copy", "dataclasses",
@@ -112,7 +114,7 @@ def child_main(job, plan, stdin_r, stdout_w, stderr_w, report_w):
         os.dup2(stdin_r, 0)
         os.dup2(stdout_w, 1)
         os.dup2(stderr_w, 2)
-        os.dup2(report_w, 3)
+        os.dup2(report_w, REPORT_FD, inheritable=False)
         os.closerange(4, 1 << 20)
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.chdir(WORKSPACE)
@@ -223,8 +225,8 @@ def run_python(code):
         except BaseException as exc:
             status = print_exception(exc, exc.__traceback__.tb_next)  # hide this server's frame
     try:
-        threading = sys.modules.get("threading")
-        if threading is not None:
+        threading = sys.modules["threading"]
+        if len(threading._active) > 1 or threading._limbo:
             threading._shutdown()  # like interpreter exit: wait for non-daemon threads
         atexit._run_exitfuncs()
     except BaseException:
@@ -250,6 +252,11 @@ def exit_status(exc):
 
 
 def print_exception(exc, traceback):
+    link = traceback
+    while link is not None and link.tb_next is not None:
+        if link.tb_next.tb_frame.f_code is on_sigint.__code__:
+            link.tb_next = None  # the SIGINT handler is this server's frame, not the run's
+        link = link.tb_next
     try:
         sys.excepthook(type(exc), exc, exc.with_traceback(traceback).__traceback__)
     except BaseException:
@@ -379,6 +386,15 @@ IPC_TABLES = (
 )
 
 
+def ipc_is_denied():
+    """Whether the seccomp filter denies SysV IPC; then no run can leave objects behind."""
+    ident = libc.shmget(0, 4096, 0o600)  # IPC_PRIVATE
+    if ident >= 0:
+        libc.shmctl(ident, IPC_RMID, None)
+        return False
+    return ctypes.get_errno() == errno.EPERM
+
+
 def remove_ipc_objects():
     for table, remove in IPC_TABLES:
         fd = os.open(table, os.O_RDONLY)
@@ -475,7 +491,8 @@ def serve(job):
         else:
             reply["snapshot"] = b64(archive)
     try:
-        remove_ipc_objects()
+        if not IPC_DENIED:
+            remove_ipc_objects()
         empty_mounts()
     except Exception as exc:
         reply["restart"] = True
@@ -487,6 +504,14 @@ def add_note(detail, note):
     return detail + "; " + note if detail else note
 
 
+def on_sigint(signum, frame):
+    """SIGINT in a run is KeyboardInterrupt, as in any Python; sent to this server (a run can
+    signal its init because a handler is installed) it is ignored. One handler for both, so
+    that no run pays for installing its own."""
+    if os.getpid() != 1:
+        raise KeyboardInterrupt
+
+
 def main():
     control_in, control_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
@@ -496,9 +521,12 @@ def main():
     with open("/proc/self/oom_score_adj", "w") as handle:
         handle.write("1000")  # inherited: out of memory, the largest process of a run goes first
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    signal.signal(signal.SIGINT, on_sigint)
     sys.dont_write_bytecode = True
     for name in WARM_MODULES:
         __import__(name)
+    global IPC_DENIED
+    IPC_DENIED = ipc_is_denied()
     gc.freeze()  # a run's collections then skip the warm heap instead of copying its pages
     send(control_out, {"ready": True, "python": platform.python_version()})
     while True:

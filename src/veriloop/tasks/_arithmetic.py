@@ -12,7 +12,8 @@ on the size of the set and the same seed always gives the same tasks.
 | 4     | 4        | 0..100   | + - *     | sometimes   |
 | 5     | 5        | 0..1000  | + - *     | sometimes   |
 
-``operands``, ``min_operand``, ``max_operand`` and ``operators`` override the level's values.
+``operands`` (or a range ``operands``..``max_operands``), ``min_operand``, ``max_operand`` and
+``operators`` override the level's values.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ LEVELS = {
 class ArithmeticOptions(GeneratorOptions):
     difficulty: int | None = Field(default=None, ge=1, le=5, description="level 1-5; default: each task draws one")
     operands: int | None = Field(default=None, ge=2, le=12, description="numbers per expression (default: by level)")
+    max_operands: int | None = Field(
+        default=None, ge=2, le=12, description="with operands: draw the count uniformly from operands..max_operands"
+    )
     min_operand: int = Field(default=0, ge=0, description="smallest operand")
     max_operand: int | None = Field(default=None, ge=1, le=10**9, description="largest operand (default: by level)")
     operators: str | None = Field(default=None, description="operators to use, from '+-*' (default: by level)")
@@ -67,11 +71,15 @@ class ArithmeticOptions(GeneratorOptions):
     def _range(self) -> ArithmeticOptions:
         if self.max_operand is not None and self.max_operand < self.min_operand:
             raise ValueError("max_operand is below min_operand")
+        if self.max_operands is not None and (self.operands is None or self.max_operands < self.operands):
+            raise ValueError("max_operands needs operands, and must not be below it")
         return self
 
 
 def _expression(rng: random.Random, options: ArithmeticOptions, level: Level) -> str:
     count = options.operands or level.operands
+    if options.max_operands is not None:
+        count = rng.randint(count, options.max_operands)
     high = options.max_operand if options.max_operand is not None else level.max_operand
     low = min(options.min_operand, high)
     operators = options.operators or level.operators

@@ -149,3 +149,27 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
         return model.model_validate(data)
     except ValidationError as exc:
         raise UserError(f"{path or 'config'}: {describe_validation_error(exc)}") from None
+
+
+class SFTDataSection(Section):
+    train: str = Field(default="", description="chat-format JSONL: one {\"messages\": [...]} per line")
+
+
+class SFTOptimSection(Section):
+    lr: float = Field(default=1e-3, gt=0, description="AdamW learning rate")
+    warmup_steps: int = Field(default=10, ge=0, description="linear warm-up steps")
+    batch_size: int = Field(default=32, ge=1, description="conversations per optimizer step")
+    steps: int = Field(default=200, ge=1, description="optimizer steps")
+
+
+class SFTRunSection(Section):
+    out: str = Field(default="runs/sft", description="output directory (the model is saved here)")
+    seed: int = Field(default=0, description="seed for data order and initialisation")
+    progress: bool = Field(default=True, description="show a progress bar")
+
+
+class SFTConfig(Section):
+    model: ModelSection = Field(default_factory=ModelSection)
+    data: SFTDataSection = Field(default_factory=SFTDataSection)
+    optim: SFTOptimSection = Field(default_factory=SFTOptimSection)
+    run: SFTRunSection = Field(default_factory=SFTRunSection)

@@ -120,3 +120,43 @@ def train_sft(
             on_step(record)
     model.eval()
     return history
+
+
+def read_conversations(path: str) -> list[list[dict[str, str]]]:
+    """Chat-format training data (what ``trajectories export --sft`` writes); every bad line reported."""
+    from pydantic import BaseModel, ConfigDict
+
+    from veriloop.core import Message, read_records
+
+    class Conversation(BaseModel):
+        model_config = ConfigDict(extra="ignore", frozen=True)
+        messages: tuple[Message, ...]
+
+    rows = read_records(path, Conversation)
+    return [[m.model_dump() for m in row.messages] for row in rows]
+
+
+def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> list[SFTStep]:
+    """``veriloop sft``: load the model, train on the conversations, save to ``run.out``."""
+    from pathlib import Path
+
+    from veriloop.core import RowErrors, UserError
+    from veriloop.training._model import load_policy, save_final
+
+    if not config.data.train:
+        raise UserError("data.train: give the chat-format JSONL file to train on")
+    conversations = read_conversations(config.data.train)
+    problems = [
+        f"{config.data.train}: row {index}: a conversation needs a prompt, then an assistant message"
+        for index, conversation in enumerate(conversations, start=1)
+        if "assistant" not in [m["role"] for m in conversation] or conversation[0]["role"] == "assistant"
+    ]
+    if problems:
+        raise RowErrors(problems)
+    model, tokenizer = load_policy(config.model)
+    history = train_sft(
+        model, tokenizer, conversations, steps=config.optim.steps, batch_size=config.optim.batch_size,
+        lr=config.optim.lr, warmup_steps=config.optim.warmup_steps, seed=config.run.seed, on_step=on_step,
+    )
+    save_final(model, tokenizer, Path(config.run.out))
+    return history

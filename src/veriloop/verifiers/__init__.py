@@ -14,7 +14,7 @@ from veriloop.verifiers._audit import AuditReport, AuditRow, audit_tasks
 from veriloop.verifiers._batch import BATCH_CHECKS, register_batch_check, verify_many
 from veriloop.verifiers._exploits import CATEGORIES as EXPLOIT_CATEGORIES
 from veriloop.verifiers._exploits import EXPLOIT_ADAPTERS, Exploit, exploits_for, gold_response
-from veriloop.verifiers._code_sandbox import code_workers, set_code_workers, start_code_sandbox
+from veriloop.verifiers._code_sandbox import code_workers, set_code_workers, start_code_sandbox, use_code_sandbox
 from veriloop.verifiers._extract import candidate_program, extract_code
 from veriloop.verifiers._python_tests import PythonTestsConfig
 from veriloop.verifiers._stdio import StdioCase, StdioConfig
@@ -72,6 +72,7 @@ __all__ = [
     "register_verifier",
     "set_code_workers",
     "start_code_sandbox",
+    "use_code_sandbox",
     "verify",
     "verify_many",
 ]

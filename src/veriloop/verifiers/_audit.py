@@ -39,7 +39,8 @@ class AuditRow(Record):
 class AuditReport(Record):
     """Everything ``veriloop audit`` found; ``ok`` when no verifier was fooled."""
 
-    tasks: int
+    tasks: int = Field(description="tasks sampled")
+    responses: int = Field(description="responses checked: gold runs, exploits and mutants")
     gold_failures: tuple[str, ...] = ()
     flaky: tuple[str, ...] = ()
     rows: tuple[AuditRow, ...] = ()
@@ -102,8 +103,8 @@ def audit_tasks(
     costly_per_kind: int = 2,
     threads: int = 4,
     on_score: Callable[[Score], None] | None = None,
-) -> tuple[AuditReport, int]:
-    """Audit up to ``per_kind`` tasks of each verifier kind; ``(report, responses checked)``.
+) -> AuditReport:
+    """Audit up to ``per_kind`` tasks of each verifier kind.
 
     Exploits that run into time limits are tried on ``costly_per_kind`` tasks per kind.
     """
@@ -137,5 +138,7 @@ def audit_tasks(
         failed, unstable = _gold_problems(by_id[task_id], group)
         failures += [failed] if failed else []
         flaky += [unstable] if unstable else []
-    report = AuditReport(tasks=len(sample), gold_failures=tuple(failures), flaky=tuple(flaky), rows=tuple(_rows(exploit_results)))
-    return report, len(pairs)
+    return AuditReport(
+        tasks=len(sample), responses=len(pairs), gold_failures=tuple(failures), flaky=tuple(flaky),
+        rows=tuple(_rows(exploit_results)),
+    )

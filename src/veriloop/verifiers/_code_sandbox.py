@@ -1,4 +1,5 @@
-"""The sandbox that code verifiers run in: one per process, created on first use.
+"""The sandbox that code verifiers run in: one per process, created on first use (or handed
+in with ``use_code_sandbox``).
 
 Every code verifier run goes through one shared ``veriloop.sandbox.Sandbox``, kept for the
 life of the process so its warm interpreters are reused; each run carries its own limits.
@@ -19,6 +20,7 @@ from typing import Any
 from veriloop.core import ExecResult
 
 _lock = threading.Lock()
+_probe_lock = threading.Lock()
 _state: dict[str, Any] = {"workers": min(4, os.cpu_count() or 1), "sandbox": None, "pool": None, "tag": None}
 
 
@@ -39,9 +41,25 @@ def set_code_workers(workers: int) -> None:
         _state["workers"] = workers
 
 
+def use_code_sandbox(sandbox: Any) -> None:
+    """Run code verifiers in ``sandbox`` (a ``veriloop.sandbox.Sandbox``, e.g. one started
+    early or on a remote service); its ``workers`` become the code workers. It is closed with
+    the others at exit or by ``set_code_workers``."""
+    with _lock:
+        _close_locked()
+        _state["workers"] = sandbox.workers
+        _state["sandbox"] = sandbox
+        _state["pool"] = _new_pool(sandbox.workers)
+
+
 def code_workers() -> int:
     """How many sandboxed processes code verifiers run at once."""
     return _state["workers"]
+
+
+def _new_pool(workers: int) -> ThreadPoolExecutor:
+    # Twice the workers: a run is prepared while the previous one is still in the sandbox.
+    return ThreadPoolExecutor(max_workers=2 * workers, thread_name_prefix="code-verifier")
 
 
 def _sandbox():
@@ -50,7 +68,7 @@ def _sandbox():
             from veriloop.sandbox import Sandbox
 
             _state["sandbox"] = Sandbox(workers=_state["workers"])
-            _state["pool"] = ThreadPoolExecutor(max_workers=_state["workers"], thread_name_prefix="code-verifier")
+            _state["pool"] = _new_pool(_state["workers"])
         return _state["sandbox"], _state["pool"]
 
 
@@ -71,12 +89,13 @@ def start_code_sandbox() -> None:
 
 def sandbox_tag() -> str:
     """The bytecode tag of the sandbox's interpreter (``_scripts.interpreter_tag``), probed once."""
-    if _state["tag"] is None:
-        from veriloop.verifiers._scripts import TAG_PROBE
+    with _probe_lock:
+        if _state["tag"] is None:
+            from veriloop.verifiers._scripts import TAG_PROBE
 
-        result = run_python([PythonRun(TAG_PROBE, CodeLimits(timeout_s=30, memory_mb=256))])[0]
-        _state["tag"] = result.stdout.strip() if result.ok else "unknown"
-    return _state["tag"]
+            result = run_python([PythonRun(TAG_PROBE, CodeLimits(timeout_s=30, memory_mb=256))])[0]
+            _state["tag"] = result.stdout.strip() if result.ok else "unknown"
+        return _state["tag"]
 
 
 @dataclass(frozen=True)
@@ -98,9 +117,20 @@ def run_python(runs: Sequence[PythonRun]) -> list[ExecResult]:
         limits = Limits(timeout_s=item.limits.timeout_s, memory_mb=item.limits.memory_mb)
         return sandbox.run_python(item.code, stdin=item.stdin, limits=limits)
 
-    if len(runs) == 1:
-        return [run(runs[0])]
-    return list(pool.map(run, runs))
+    results = [run(runs[0])] if len(runs) == 1 else list(pool.map(run, runs))
+    for index, result in enumerate(results):
+        if _sandbox_lost(result):
+            results[index] = run(runs[index])
+    return results
+
+
+def _sandbox_lost(result: ExecResult) -> bool:
+    """Whether the run ended with its whole sandbox (replaced by a fresh one).
+
+    That is retried once: a broken sandbox must not cost a candidate its reward. A program
+    that ends its sandbox again on purpose gets the second result.
+    """
+    return result.status == "killed" and "sandbox" in result.detail
 
 
 def _close_locked() -> None:

@@ -12,6 +12,7 @@ Inputs whose reference run fails are dropped by the caller (they were out of dom
 
 from __future__ import annotations
 
+import ast
 import random
 import re
 from collections.abc import Sequence
@@ -162,23 +163,36 @@ def mutate_calls(base: Sequence[str], count: int, rng: random.Random) -> list[st
     return found
 
 
-def example_calls(code: str, entry_point: str) -> list[str]:
-    """Call keys of literal calls to ``entry_point`` shown in ``code`` (docstring examples)."""
-    import ast
-
-    keys = []
-    for match in re.finditer(rf"\b{re.escape(entry_point)}\(", code):
-        start, depth = match.start(), 0
-        for end in range(match.end() - 1, min(len(code), match.end() + 2000)):
-            depth += {"(": 1, ")": -1}.get(code[end], 0)
+def literal_calls(text: str, entry_point: str) -> list[tuple[list[Any], dict[str, Any], int]]:
+    """``(args, kwargs, end)`` for each call to ``entry_point`` with literal arguments in
+    ``text`` (a docstring's examples); ``end`` is where the call's text ends."""
+    found = []
+    for match in re.finditer(rf"\b{re.escape(entry_point)}\(", text):
+        depth, end = 0, None
+        for position in range(match.end() - 1, min(len(text), match.end() + 2000)):
+            depth += {"(": 1, ")": -1}.get(text[position], 0)
             if depth == 0:
+                end = position + 1
                 break
+        if end is None:
+            continue
         try:
-            call = ast.parse(code[start : end + 1], mode="eval").body
+            call = ast.parse(text[match.start() : end], mode="eval").body
             args = [ast.literal_eval(a) for a in call.args]
             kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+        except (SyntaxError, ValueError, TypeError, AttributeError, MemoryError, RecursionError):
+            continue
+        found.append((args, kwargs, end))
+    return found
+
+
+def example_calls(code: str, entry_point: str) -> list[str]:
+    """Call keys of the literal calls to ``entry_point`` shown in ``code``."""
+    keys = []
+    for args, kwargs, _ in literal_calls(code, entry_point):
+        try:
             keys.append(call_key(args, kwargs))
-        except (SyntaxError, ValueError, TypeError, AttributeError, NotPlainData, RecursionError):
+        except (NotPlainData, RecursionError):
             continue
     return list(dict.fromkeys(keys))
 

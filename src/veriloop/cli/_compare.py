@@ -1,0 +1,67 @@
+"""``veriloop compare A B``: per-domain deltas with paired significance, flips, seesaw, gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def compare(
+    baseline: Path = typer.Argument(..., help="eval directory of the baseline (A)"),
+    candidate: Path = typer.Argument(..., help="eval directory of the candidate (B)"),
+    gate: bool = typer.Option(False, "--gate", help="exit 1 when any domain (or the total) drops significantly by more than --max-drop"),
+    max_drop: float = typer.Option(0.0, "--max-drop", min=0.0, max=1.0, help="tolerated drop in pass@1 (0.02 = 2 points)"),
+    resamples: int = typer.Option(2000, "--resamples", min=100, help="paired bootstrap resamples"),
+    seed: int = typer.Option(0, "--seed", help="bootstrap seed"),
+    examples: int = typer.Option(3, "--examples", min=0, help="flipped tasks shown per direction"),
+    as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON"),
+) -> int:
+    """Compare candidate B against baseline A task by task (B - A, paired bootstrap over tasks).
+
+    Shows per-domain deltas with 95% intervals, tasks that flipped pass->fail and fail->pass,
+    and a seesaw flag when one domain rises while another falls significantly.
+    """
+    import json
+
+    import click
+
+    from veriloop.evaluation import compare as compare_runs
+    from veriloop.evaluation import load_run
+
+    run_a, run_b = load_run(baseline), load_run(candidate)
+    result = compare_runs(run_a.samples, run_b.samples, resamples=resamples, seed=seed)
+    failures = result.gate_failures(max_drop) if gate else []
+    if as_json:
+        click.echo(json.dumps(result.to_dict(max_drop if gate else None, examples)))
+    else:
+        _print(result, run_a.label, run_b.label, examples)
+        if gate:
+            for line in failures:
+                click.secho(f"gate: {line}", fg="red", err=True)
+            click.echo(f"gate: {'FAIL' if failures else 'pass'} (max drop {max_drop:.3f})")
+    return 1 if failures else 0
+
+
+def _print(result, label_a: str, label_b: str, examples: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    table = Table(title=f"B = {label_b} vs A = {label_a} (pass@1, paired over tasks)", title_justify="left")
+    for column in ("domain", "tasks", "A", "B", "B - A", "95% CI", "p", ""):
+        table.add_column(column, justify="left" if column in ("domain", "") else "right")
+    for d in result.domains:
+        flag = {"up": "[green]up[/green]", "down": "[red]DOWN[/red]"}.get(d.direction, "")
+        table.add_row(d.domain, str(d.tasks), f"{d.a:.3f}", f"{d.b:.3f}", f"{d.delta:+.3f}",
+                      f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]", f"{d.p_value:.3f}", flag)
+    console.print(table)
+    console.print(f"{len(result.pass_to_fail)} tasks pass->fail, {len(result.fail_to_pass)} fail->pass", markup=False)
+    for name, flips in (("pass->fail", result.pass_to_fail), ("fail->pass", result.fail_to_pass)):
+        for flip in flips[:examples]:
+            console.print(f"  {name} {flip.task_id} ({flip.domain}): {flip.a_rate:.2f} -> {flip.b_rate:.2f}; "
+                          f"B said {flip.response[:80]!r}; verifier: {flip.feedback[:100]}", markup=False)
+    if result.only_in_a or result.only_in_b:
+        console.print(f"not compared: {result.only_in_a} tasks only in {label_a}, {result.only_in_b} only in {label_b}", markup=False)
+    if result.seesaw:
+        console.print("[yellow]seesaw: one domain rose while another fell (both significant)[/yellow]")

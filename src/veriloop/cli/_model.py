@@ -1,0 +1,41 @@
+"""``veriloop model ...`` and ``veriloop sft``: building and fine-tuning base models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="Build models locally.", no_args_is_help=True)
+
+
+@app.command("init-tiny")
+def init_tiny(
+    out: Path = typer.Option(..., "--out", help="directory to write the model to"),
+    seed: int = typer.Option(0, "--seed", help="seed for the tokenizer corpus and the weights"),
+) -> int:
+    """A tiny Qwen2 model (about 1M parameters) with its BPE tokenizer, built here without downloads."""
+    from veriloop.training import TinyModelSpec, init_tiny_model
+
+    path = init_tiny_model(out, TinyModelSpec(seed=seed))
+    typer.echo(f"tiny model written to {path}")
+    return 0
+
+
+def sft(
+    config: Path = typer.Argument(..., help="YAML config (sections: model, data, optim, run)"),
+    overrides: list[str] = typer.Argument(None, help="SECTION.FIELD=VALUE overrides, e.g. optim.steps=100"),
+) -> int:
+    """Supervised fine-tuning on chat data, loss on assistant tokens only; saves the model to run.out."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from veriloop.training import SFTConfig, load_config, run_sft
+
+    settings = load_config(config, overrides or [], model=SFTConfig)
+    console = Console(stderr=True)
+    with Progress(TextColumn("SFT"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console, disable=not settings.run.progress) as progress:
+        bar = progress.add_task("sft", total=settings.optim.steps, status="")
+        run_sft(settings, on_step=lambda s: progress.update(bar, completed=s.step + 1, status=f"loss {s.loss:.3f}"))
+    console.print(f"model saved to {settings.run.out}")
+    return 0

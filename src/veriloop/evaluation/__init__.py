@@ -1,0 +1,59 @@
+"""Layer 4: eval runs, pass@k, the run registry, compare and gate, the HTML report.
+
+Importing this package is light: the rollout layer (torch) loads when ``run_eval`` runs and
+matplotlib when a report is drawn.
+"""
+
+from veriloop.evaluation._compare import MIN_TASKS, Comparison, DomainDelta, Flip, compare, paired_bootstrap
+from veriloop.evaluation._failures import export_failures, failed_tasks
+from veriloop.evaluation._overlap import DEFAULT_NGRAM, OverlapReport, overlap
+from veriloop.evaluation._passk import (
+    effective_trials,
+    mean_pass_at_k,
+    pass_at_k,
+    pass_rate_interval,
+    wilson_interval,
+)
+from veriloop.evaluation._report import render_report, write_report
+from veriloop.evaluation._run import EvalSettings, load_task_inputs, open_engine, resolve_model_dir, run_eval
+from veriloop.evaluation._run_registry import REGISTRY_FILE, RegisteredRun, RunRegistry, default_registry_path
+from veriloop.evaluation._samples import EvalRun, EvalSample, load_run, read_samples, task_counts
+from veriloop.evaluation._summary import score_block, summarize, task_set_hash
+
+__all__ = [
+    "DEFAULT_NGRAM",
+    "MIN_TASKS",
+    "REGISTRY_FILE",
+    "Comparison",
+    "DomainDelta",
+    "EvalRun",
+    "EvalSample",
+    "EvalSettings",
+    "Flip",
+    "OverlapReport",
+    "RegisteredRun",
+    "RunRegistry",
+    "compare",
+    "default_registry_path",
+    "effective_trials",
+    "export_failures",
+    "failed_tasks",
+    "load_run",
+    "load_task_inputs",
+    "mean_pass_at_k",
+    "open_engine",
+    "overlap",
+    "paired_bootstrap",
+    "pass_at_k",
+    "pass_rate_interval",
+    "read_samples",
+    "render_report",
+    "resolve_model_dir",
+    "run_eval",
+    "score_block",
+    "summarize",
+    "task_counts",
+    "task_set_hash",
+    "wilson_interval",
+    "write_report",
+]

@@ -1,0 +1,197 @@
+"""``write_report``: one self-contained HTML file over eval runs and training runs.
+
+Every plot is inline SVG and the styles are inline, so the file opens anywhere, offline, and
+can be attached to a review. Sections: runs at a glance, pass@1 trend per domain across runs,
+per-domain bars, reward curves of training runs, each eval run compared with the one before,
+and failure examples with the verifier's feedback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from veriloop.core import UserError, atomic_write
+from veriloop.evaluation._compare import compare
+from veriloop.evaluation._plots import domain_bars, reward_curves, trend_plot
+from veriloop.evaluation._run_registry import RunRegistry
+from veriloop.evaluation._samples import SAMPLES_FILE, SUMMARY_FILE, EvalRun, load_run
+
+METRICS_FILE = "metrics.jsonl"
+_CLIP = 700
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One run on the trend line: its label and its summary."""
+
+    label: str
+    summary: dict[str, Any]
+
+
+def _training_records(directory: Path) -> list[dict[str, Any]]:
+    """The per-step records of ``metrics.jsonl``; a torn last line (a run still writing) is skipped."""
+    path = directory / METRICS_FILE
+    lines = path.read_text(encoding="utf-8").splitlines()
+    last = max((number for number, line in enumerate(lines, start=1) if line.strip()), default=0)
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if number < last:
+                raise UserError(f"{path}: line {number}: malformed JSON: {exc.msg}") from None
+    return records
+
+
+def _load_inputs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[EvalRun], dict[str, list[dict[str, Any]]]]:
+    evals, training = [], {}
+    for item in paths:
+        directory = Path(item)
+        if (directory / SAMPLES_FILE).is_file() or (directory / SUMMARY_FILE).is_file():
+            evals.append(load_run(directory))
+        elif (directory / METRICS_FILE).is_file():
+            training[directory.name or str(directory)] = _training_records(directory)
+        else:
+            raise UserError(f"{directory}: neither an eval directory ({SUMMARY_FILE}, {SAMPLES_FILE}) "
+                            f"nor a training run ({METRICS_FILE})")
+    return evals, training
+
+
+def _trend_points(evals: list[EvalRun], registry: str | os.PathLike[str] | None) -> list[TrendPoint]:
+    """The given runs in order; with a registry, its runs of the same task sets, oldest first."""
+    points = [TrendPoint(run.label, run.summary) for run in evals if run.summary]
+    if registry is None:
+        return points
+    if not Path(registry).is_file():
+        raise UserError(f"{registry}: no such run registry")
+    hashes = {run.summary.get("task_set_hash") for run in evals}
+    given = {str(run.path.resolve()) for run in evals}
+    extra = [r for r in RunRegistry(registry).runs() if (not evals or r.task_set_hash in hashes) and r.out_dir not in given]
+    merged = points + [TrendPoint(r.label, r.summary) for r in extra]
+    return sorted(merged, key=lambda p: p.summary.get("created_at", ""))
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _ci(block: dict[str, Any]) -> str:
+    low, high = block.get("pass@1_ci", [0.0, 1.0])
+    return f"{_pct(block.get('pass@1'))} <span class=ci>[{_pct(low)}, {_pct(high)}]</span>"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _runs_section(points: list[TrendPoint]) -> str:
+    rows = []
+    for point in points:
+        s = point.summary
+        k = str(s.get("samples_per_task", 1))
+        rows.append([
+            escape(point.label), escape(str(s.get("model", ""))), str(s.get("tasks", "")), k, _ci(s),
+            _pct(s.get("pass@k", {}).get(k)), str(s.get("infra_errors", 0)),
+            str(s.get("tokens", {}).get("completion", "")), f"{s.get('time', {}).get('wall_s', 0):.1f}",
+            escape(str(s.get("created_at", ""))),
+        ])
+    header = ["run", "model", "tasks", "K", "pass@1 [95% CI]", "pass@K", "infra errors", "tokens", "wall s", "finished"]
+    return "<h2>Runs</h2>" + _table(header, rows)
+
+
+def _plots_section(points: list[TrendPoint]) -> str:
+    domains = sorted({d for p in points for d in p.summary.get("domains", {})})
+    labels = [p.label for p in points]
+    total = [(p.summary["pass@1"], *p.summary.get("pass@1_ci", [0.0, 1.0])) for p in points]
+    lines = {d: [p.summary["domains"].get(d, {}).get("pass@1") for p in points] for d in domains}
+    shown = points[-6:]
+    bars = {p.label: {d: (b["pass@1"], *b["pass@1_ci"]) for d, b in p.summary.get("domains", {}).items()} for p in shown}
+    return ("<h2>pass@1 across runs</h2><div class=plot>" + trend_plot(labels, total, lines) + "</div>"
+            "<h2>pass@1 per domain</h2><div class=plot>" + domain_bars(domains, bars) + "</div>")
+
+
+def _comparison_section(evals: list[EvalRun]) -> str:
+    parts = ["<h2>Each run against the one before</h2>"]
+    for before, after in zip(evals, evals[1:]):
+        result = compare(before.samples, after.samples)
+        rows = []
+        for d in result.domains:
+            arrow = {"up": "<span class=up>&#9650; significant</span>", "down": "<span class=down>&#9660; significant</span>"}.get(d.direction, "")
+            rows.append([escape(d.domain), str(d.tasks), _pct(d.a), _pct(d.b), f"{100 * d.delta:+.1f}",
+                         f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]", f"{d.p_value:.3f}", arrow])
+        title = f"{escape(after.label)} vs {escape(before.label)}"
+        notes = (f"{len(result.pass_to_fail)} tasks went pass&rarr;fail, {len(result.fail_to_pass)} fail&rarr;pass"
+                 + ("; <b class=down>seesaw: one domain rose while another fell</b>" if result.seesaw else ""))
+        parts.append(f"<h3>{title}</h3>" + _table(["domain", "tasks", "before", "after", "delta (points)", "95% CI", "p", ""], rows)
+                     + f"<p>{notes}</p>")
+    return "".join(parts) if len(evals) > 1 else ""
+
+
+def _clip(text: str) -> str:
+    return escape(text if len(text) <= _CLIP else text[:_CLIP] + " ...")
+
+
+def _failures_section(run: EvalRun, per_domain: int) -> str:
+    parts = [f"<h2>Failures of {escape(run.label)}</h2>"]
+    for domain in sorted({s.domain for s in run.samples}):
+        failing = [s for s in run.samples if s.domain == domain and s.status == "scored" and not s.passed][:per_domain]
+        for s in failing:
+            parts.append(
+                f"<div class=failure><div class=meta>{escape(domain)} &middot; {escape(s.task_id)} &middot; sample {s.sample_index}"
+                f" &middot; reward {s.reward}</div><div class=label>prompt</div><pre>{_clip(s.prompt)}</pre>"
+                f"<div class=label>response</div><pre>{_clip(s.response)}</pre>"
+                f"<div class=label>verifier</div><pre class=feedback>{_clip(s.feedback or s.detail)}</pre></div>")
+    infra = [s for s in run.samples if s.status == "infra_error"]
+    if infra:
+        details = sorted({s.detail for s in infra})[:5]
+        parts.append(f"<h3>{len(infra)} infra errors (not counted as failures)</h3>"
+                     + "".join(f"<pre>{_clip(d)}</pre>" for d in details))
+    return "".join(parts)
+
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:.3em .6em;text-align:left}
+th{background:#f3f3f3}.ci{color:#777;font-size:.85em}.up{color:#1a7f37}.down{color:#c62828}
+.plot svg{max-width:100%;height:auto}pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:.5em;margin:.2em 0 .6em}
+.failure{border-left:3px solid #c62828;padding-left:.8em;margin:1em 0}.meta{font-weight:600}.label{color:#777;font-size:.8em}
+.feedback{background:#fff4f4}
+"""
+
+
+def render_report(paths: Sequence[str | os.PathLike[str]], *, registry: str | os.PathLike[str] | None = None,
+                  failures_per_domain: int = 3, title: str = "veriloop evaluation report") -> str:
+    """The report's HTML for eval directories and training run directories (in the order given)."""
+    if not paths:
+        raise UserError("give at least one eval directory or training run directory")
+    evals, training = _load_inputs(paths)
+    points = _trend_points(evals, registry)
+    body = [f"<h1>{escape(title)}</h1>"]
+    if points:
+        body += [_runs_section(points), _plots_section(points)]
+    if training:
+        body.append("<h2>Training reward</h2><div class=plot>" + reward_curves(training) + "</div>")
+    body.append(_comparison_section(evals))
+    if evals:
+        body.append(_failures_section(evals[-1], failures_per_domain))
+    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body>{''.join(body)}</body></html>\n")
+
+
+def write_report(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], **options: Any) -> Path:
+    """Render the report (see ``render_report``) and write it atomically to ``out``."""
+    html = render_report(paths, **options)
+    with atomic_write(out) as handle:
+        handle.write(html)
+    return Path(out)

@@ -1,0 +1,277 @@
+"""``run_eval``: sample every task K times, score the samples, write rows and a summary.
+
+The task list is cut into fixed chunks; each finished chunk is written atomically as
+``OUT/parts/part-NNNNN.parquet``. A killed eval started again with the same settings skips
+the chunks already written, and because every sample's seed depends only on the run seed,
+the task's position and the sample index, the resumed run gives the same rows as one that
+was never interrupted. When every chunk is done the parts become ``samples.parquet`` and
+``summary.json``, and the run is recorded in the run registry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from veriloop.core import Record, Task, Trajectory, UserError, atomic_write, write_parquet
+from veriloop.evaluation._failures import export_failures as write_failures
+from veriloop.evaluation._overlap import DEFAULT_NGRAM, OverlapReport, overlap
+from veriloop.evaluation._run_registry import RunRegistry, default_registry_path
+from veriloop.evaluation._samples import SAMPLES_FILE, SUMMARY_FILE, EvalSample, read_samples
+from veriloop.evaluation._summary import summarize, task_set_hash
+from veriloop.tasks import load_tasks, question_text
+
+SETTINGS_FILE = "eval.json"
+PARTS_DIR = "parts"
+SEED_STRIDE = 7919  # the rollout's per-task seed stride: chunk seeds continue the global sequence
+
+TaskInput = str | os.PathLike[str] | Sequence[Task | str | os.PathLike[str]]
+
+
+class EvalSettings(Record):
+    """What an eval directory was started with; a resume must match it (paths of task files aside)."""
+
+    model: str = Field(description="model directory or openai:MODEL@URL (or the engine's label)")
+    engine: str
+    task_set_hash: str
+    task_files: tuple[str, ...] = ()
+    tasks: int
+    samples_per_task: int = Field(ge=1)
+    seed: int
+    chunk_size: int = Field(ge=1)
+    episode: dict[str, Any]
+
+
+def load_task_inputs(tasks: TaskInput) -> tuple[list[Task], list[str]]:
+    """Tasks from files and/or Task objects; an id repeated across files is a UserError."""
+    items = [tasks] if isinstance(tasks, (str, os.PathLike)) else list(tasks)
+    loaded: list[Task] = []
+    files: list[str] = []
+    origin: dict[str, str] = {}
+    for item in items:
+        source = "the given tasks" if isinstance(item, Task) else str(item)
+        batch = [item] if isinstance(item, Task) else load_tasks(item)
+        if not isinstance(item, Task):
+            files.append(source)
+        for task in batch:
+            if task.id in origin:
+                raise UserError(f"{source}: task id {task.id!r} appears twice (also in {origin[task.id]}); ids must be unique across task files")
+            origin[task.id] = source
+            loaded.append(task)
+    if not loaded:
+        raise UserError("no tasks to evaluate")
+    return loaded, files
+
+
+def resolve_model_dir(path: Path) -> Path:
+    """A model directory itself, a training run's ``final/`` or a checkpoint's ``model/``."""
+    for candidate in (path, path / "final", path / "model"):
+        if (candidate / "config.json").is_file():
+            return candidate
+    raise UserError(f"{path}: not a model directory (no config.json here, in final/ or in model/); "
+                    "for a served model use openai:MODEL@http://HOST:PORT/v1")
+
+
+def open_engine(model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_API_KEY") -> tuple[Any, str, bool]:
+    """``(engine, label, owned)`` for a model directory, an ``openai:MODEL@URL`` spec or an engine."""
+    if not isinstance(model, (str, os.PathLike)):
+        return model, getattr(model, "name", type(model).__name__), False
+    spec = os.fspath(model)
+    if spec.startswith("openai:"):
+        from veriloop.rollout import OpenAIEngine, parse_endpoint
+
+        name, url = parse_endpoint(spec)
+        return OpenAIEngine(name, url, api_key_env=api_key_env), spec, True
+    directory = resolve_model_dir(Path(spec))
+    from veriloop.rollout import create_engine
+
+    return create_engine("hf", model=str(directory), device=device), spec, True
+
+
+def episode_config(temperature: float, max_tokens: int) -> Any:
+    """A single-turn ``EpisodeConfig``; out-of-range values are a UserError."""
+    from pydantic import ValidationError
+
+    from veriloop.core import describe_validation_error
+    from veriloop.rollout import EpisodeConfig
+
+    try:
+        return EpisodeConfig(temperature=temperature, max_tokens_per_turn=max_tokens)
+    except ValidationError as exc:
+        raise UserError(f"eval settings: {describe_validation_error(exc)}") from None
+
+
+def _claim(out: Path, settings: EvalSettings) -> None:
+    """Write ``eval.json`` in a new directory, or check it matches in an existing one."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a directory")
+    path = out / SETTINGS_FILE
+    if path.is_file():
+        try:
+            previous = EvalSettings.model_validate_json(path.read_text(encoding="utf-8"))
+        except ValueError:
+            raise UserError(f"{path}: unreadable eval settings; delete {out} to start over") from None
+        changed = [k for k in EvalSettings.model_fields if k != "task_files" and getattr(previous, k) != getattr(settings, k)]
+        if changed:
+            raise UserError(f"{out}: holds an eval with other settings ({', '.join(changed)} differ); "
+                            "use another --out, or delete it to start over")
+        return
+    with atomic_write(path) as handle:
+        handle.write(settings.model_dump_json(indent=2))
+
+
+def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -> EvalSample:
+    score = trajectory.score
+    generation_failed = trajectory.stop_reason == "error"
+    infra = generation_failed or score is None or score.status == "infra_error"
+    detail = "generation failed: the engine returned an error" if generation_failed else (score.detail if score else "")
+    assistant = [turn for turn in trajectory.turns if turn.role == "assistant"]
+    return EvalSample(
+        task_id=task.id, domain=task.domain, sample_index=trajectory.sample_index, prompt=question_text(task),
+        response=trajectory.response, reward=None if infra else trajectory.reward,
+        passed=bool(not infra and score.passed), status="infra_error" if infra else "scored",
+        detail=detail, feedback="" if infra or score is None else score.feedback,
+        stop_reason=trajectory.stop_reason, completion_tokens=sum(len(t.token_ids) for t in assistant),
+        turns=len(assistant), generate_s=trajectory.timings.get("generate_s", 0.0),
+        verify_s=trajectory.timings.get("verify_s", 0.0), chunk=chunk, chunk_wall_s=round(wall_s, 6),
+    )
+
+
+def _run_chunks(
+    tasks: list[Task], engine: Any, episode: Any, settings: EvalSettings, out: Path,
+    concurrency: int, on_progress: Callable[[int, int], None] | None,
+) -> list[EvalSample]:
+    """Every chunk's rows, reading finished parts and rolling out the rest."""
+    from veriloop.rollout import rollout
+
+    parts = out / PARTS_DIR
+    parts.mkdir(parents=True, exist_ok=True)
+    for leftover in parts.glob(".*.tmp"):  # a chunk being written when the run was killed
+        leftover.unlink()
+    rows: list[EvalSample] = []
+    for chunk, start in enumerate(range(0, len(tasks), settings.chunk_size)):
+        chunk_tasks = tasks[start : start + settings.chunk_size]
+        part = parts / f"part-{chunk:05d}.parquet"
+        if part.is_file():
+            done = read_samples(part)
+            if {s.task_id for s in done} != {t.id for t in chunk_tasks}:
+                raise UserError(f"{part}: holds other tasks than chunk {chunk} (was the task file reordered?); delete {out} to start over")
+        else:
+            started = time.perf_counter()
+            batch = rollout(chunk_tasks, engine, episode, group_size=settings.samples_per_task,
+                            concurrency=concurrency, seed=settings.seed + SEED_STRIDE * start)
+            wall_s = time.perf_counter() - started
+            by_id = {task.id: task for task in chunk_tasks}
+            done = [_sample_row(by_id[t.task_id], t, chunk, wall_s) for t in batch.trajectories]
+            write_parquet(part, done)
+        rows += done
+        if on_progress is not None:
+            on_progress(min(start + settings.chunk_size, len(tasks)), len(tasks))
+    return rows
+
+
+def run_eval(
+    model: Any,
+    tasks: TaskInput,
+    *,
+    samples: int = 1,
+    out: str | os.PathLike[str],
+    temperature: float = 1.0,
+    max_tokens: int = 256,
+    seed: int = 0,
+    episode: Any = None,
+    registry: str | os.PathLike[str] | None = None,
+    record: bool = True,
+    export_failures: str | os.PathLike[str] | None = None,
+    train_tasks: TaskInput | None = None,
+    ngram: int = DEFAULT_NGRAM,
+    chunk_size: int = 16,
+    concurrency: int = 64,
+    device: str = "cpu",
+    api_key_env: str = "OPENAI_API_KEY",
+    on_progress: Callable[[int, int], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Evaluate ``model`` on ``tasks`` with ``samples`` samples per task; returns the summary.
+
+    ``model``: a local HF model directory (a training run directory or a checkpoint also
+    work), ``openai:MODEL@URL`` (key read from ``api_key_env``), or an engine object.
+    ``episode`` (an ``EpisodeConfig``) replaces ``temperature``/``max_tokens`` when given,
+    e.g. to allow tools or several turns. Writes ``out/samples.parquet`` and
+    ``out/summary.json`` (see ``summarize``; ``summary["pass@1"]`` is a float in [0, 1]),
+    resumes a killed run in the same ``out``, and records the run in ``registry`` (default:
+    ``evals.sqlite`` beside ``out``) unless ``record`` is False. ``train_tasks`` adds an
+    overlap check (``summary["overlap"]``, and a warning). ``export_failures`` writes the
+    failed tasks with verifier feedback as a task set.
+    """
+    if samples < 1:
+        raise UserError(f"samples must be at least 1, got {samples}")
+    if chunk_size < 1:
+        raise UserError(f"chunk size must be at least 1, got {chunk_size}")
+    task_list, files = load_task_inputs(tasks)
+    out = Path(out)
+    overlap_report = overlap(load_task_inputs(train_tasks)[0], task_list, ngram) if train_tasks is not None else None
+    if overlap_report is not None and on_warning is not None and overlap_report.warning():
+        on_warning(overlap_report.warning())
+    engine, label, owned = open_engine(model, device=device, api_key_env=api_key_env)
+    try:
+        episode = episode or episode_config(temperature, max_tokens)
+        settings = EvalSettings(
+            model=label, engine=engine.name, task_set_hash=task_set_hash(task_list), task_files=tuple(files),
+            tasks=len(task_list), samples_per_task=samples, seed=seed, chunk_size=chunk_size,
+            episode=episode.model_dump(mode="json"),
+        )
+        _claim(out, settings)
+        if (out / SAMPLES_FILE).is_file() and (out / SUMMARY_FILE).is_file():
+            rows = read_samples(out / SAMPLES_FILE)
+            summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
+        else:
+            rows = _run_chunks(task_list, engine, episode, settings, out, concurrency, on_progress)
+            summary = _finish(out, settings, rows, overlap_report)
+    finally:
+        if owned:
+            engine.close()
+    if export_failures is not None:
+        count = write_failures(export_failures, task_list, rows, label)
+        summary["exported_failures"] = {"path": str(export_failures), "tasks": count}
+    if record:
+        summary["run_id"] = RunRegistry(registry or default_registry_path(out)).record(out, summary)
+    if record or export_failures is not None:
+        _write_json(out / SUMMARY_FILE, summary)
+    return summary
+
+
+def _finish(out: Path, settings: EvalSettings, rows: list[EvalSample], overlap_report: OverlapReport | None) -> dict[str, Any]:
+    """Write ``samples.parquet`` and ``summary.json``, then drop the part files."""
+    summary: dict[str, Any] = {
+        "model": settings.model,
+        "engine": settings.engine,
+        "task_set_hash": settings.task_set_hash,
+        "task_files": list(settings.task_files),
+        "samples_per_task": settings.samples_per_task,
+        "seed": settings.seed,
+        "temperature": settings.episode.get("temperature"),
+        "max_tokens": settings.episode.get("max_tokens_per_turn"),
+        **summarize(rows, settings.samples_per_task),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "out": str(out),
+    }
+    if overlap_report is not None:
+        summary["overlap"] = {k: v for k, v in overlap_report.to_dict().items() if not k.endswith("_overlaps")}
+    write_parquet(out / SAMPLES_FILE, rows)
+    _write_json(out / SUMMARY_FILE, summary)
+    shutil.rmtree(out / PARTS_DIR, ignore_errors=True)
+    return summary
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    with atomic_write(path) as handle:
+        handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,199 @@
+"""``veriloop quickstart``: the whole loop on a laptop CPU, from nothing to a measured gain.
+
+A tiny base model is built locally, taught arithmetic answers by SFT on imperfect worked
+examples (so it is right only some of the time), then trained with GRPO against an exact
+verifier, and both models are evaluated on a held-out split drawn with another seed. Every
+stage writes its outputs atomically and is skipped when they exist, and RL resumes from its
+checkpoints, so an interrupted quickstart continues where it stopped.
+
+Why imperfect demonstrations: a model that imitates wrong answers is capped by them, while
+a verifier rewards only right ones. The demonstrations here are wrong in a systematic way
+(some two-operand answers off by 1-3, most three-operand answers off by +1), which SFT
+copies and RL can unlearn within minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from veriloop.core import Task, atomic_write, read_records, write_jsonl
+from veriloop.training._config import Section, TrainConfig
+
+Report = Callable[[str, int, int, str], None]
+"""progress(stage, done, total, status)"""
+
+
+class QuickstartConfig(Section):
+    out: str = Field(default="runs/quickstart", description="where everything is written")
+    seed: int = Field(default=0, description="seed for the model, demonstrations and training")
+    train_seed: int = Field(default=1, description="generator seed of the training split")
+    heldout_seed: int = Field(default=2, description="generator seed of the held-out split")
+    train_size: int = Field(default=5000, ge=1, description="training tasks")
+    heldout_size: int = Field(default=300, ge=1, description="held-out tasks")
+    operands: int = Field(default=2, ge=2, description="fewest numbers per question")
+    max_operands: int = Field(default=3, ge=2, description="most numbers per question")
+    max_operand: int = Field(default=19, ge=1, description="largest number in a question")
+    operators: str = Field(default="+-", description="operators used")
+    two_operand_error: float = Field(default=0.2, ge=0, le=1, description="share of wrong two-operand demonstrations")
+    three_operand_error: float = Field(default=0.65, ge=0, le=1, description="share of +1 three-operand demonstrations")
+    sft_steps: int = Field(default=300, ge=1, description="SFT optimizer steps")
+    sft_batch_size: int = Field(default=64, ge=1, description="conversations per SFT step")
+    sft_lr: float = Field(default=1e-3, gt=0, description="SFT learning rate")
+    rl_steps: int = Field(default=100, ge=1, description="GRPO steps")
+    prompts_per_step: int = Field(default=64, ge=1, description="GRPO prompts per step")
+    group_size: int = Field(default=8, ge=2, description="GRPO samples per prompt")
+    rl_lr: float = Field(default=1e-4, gt=0, description="GRPO learning rate")
+    max_tokens: int = Field(default=6, ge=2, description="answer tokens at most")
+    eval_samples: int = Field(default=8, ge=1, description="samples per held-out task (pass@1 averaged over them)")
+    temperature: float = Field(default=1.0, gt=0, description="sampling temperature for RL and evaluation")
+
+    def generator_args(self) -> list[str]:
+        """``tasks generate`` arguments of both splits, without --seed, --size and --out."""
+        return [
+            "arithmetic", "--difficulty", "2", "--operands", str(self.operands), "--max-operands", str(self.max_operands),
+            "--max-operand", str(self.max_operand), "--operators", self.operators, "--verifier", "exact",
+        ]
+
+    def generator_options(self) -> dict[str, Any]:
+        return {
+            "difficulty": 2, "operands": self.operands, "max_operands": self.max_operands,
+            "max_operand": self.max_operand, "operators": self.operators, "verifier": "exact",
+        }
+
+
+def _stage_done(path: Path) -> bool:
+    return (path / "config.json").exists() and any(path.glob("*.safetensors"))
+
+
+def make_tasks(config: QuickstartConfig, out: Path) -> tuple[list[Task], list[Task], dict[str, Any]]:
+    """Train and held-out splits from different seeds; train tasks seen in held-out are dropped."""
+    from veriloop.tasks import contamination, decontaminate, generate_tasks
+
+    train_path, heldout_path = out / "tasks" / "train.jsonl", out / "tasks" / "heldout.jsonl"
+    if train_path.exists() and heldout_path.exists():
+        train, heldout = read_records(train_path, Task), read_records(heldout_path, Task)
+    else:
+        options = config.generator_options()
+        heldout = generate_tasks("arithmetic", seed=config.heldout_seed, size=config.heldout_size, **options)
+        drawn = generate_tasks("arithmetic", seed=config.train_seed, size=config.train_size, **options)
+        train = decontaminate(drawn, heldout)
+        write_jsonl(heldout_path, heldout)
+        write_jsonl(train_path, train)
+    report = contamination(train, heldout)
+    return train, heldout, {"train_tasks": len(train), "heldout_tasks": len(heldout), "overlapping_heldout_tasks": len(report.contaminated_ids)}
+
+
+def demonstrations(config: QuickstartConfig, tasks: list[Task]) -> list[dict[str, Any]]:
+    """Worked answers with systematic mistakes (see the module docstring)."""
+    rng = random.Random(config.seed)
+    rows = []
+    for task in tasks:
+        answer = int(task.gold)
+        operands = len(task.metadata["expression"].split()) // 2 + 1
+        if operands == 2 and rng.random() < config.two_operand_error:
+            answer += rng.choice([-3, -2, -1, 1, 2, 3])
+        elif operands >= 3 and rng.random() < config.three_operand_error:
+            answer += 1
+        rows.append({"messages": [{"role": "user", "content": task.prompt}, {"role": "assistant", "content": str(answer)}], "task_id": task.id})
+    return rows
+
+
+def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> dict[str, Any]:
+    """Run (or continue) every stage; returns the summary also written to OUT/summary.json."""
+    from veriloop.evaluation import compare, read_samples, run_eval, write_report
+    from veriloop.rollout import create_engine
+    from veriloop.training._model import save_final
+    from veriloop.training._rl import RLTrainer, read_metrics
+    from veriloop.training._sft import train_sft
+    from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
+
+    def report(stage: str, done: int, total: int, status: str = "") -> None:
+        if progress is not None:
+            progress(stage, done, total, status)
+
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+
+    tiny = out / "tiny"
+    if not _stage_done(tiny):
+        init_tiny_model(tiny, TinyModelSpec(seed=config.seed))
+    report("model", 1, 1)
+
+    train, heldout, split = make_tasks(config, out)
+    report("tasks", 1, 1, f"{split['train_tasks']} train, {split['heldout_tasks']} held out")
+
+    base = out / "base"
+    clock = time.perf_counter()
+    if not _stage_done(base):
+        sft_rows = demonstrations(config, train)
+        write_jsonl(out / "sft.jsonl", sft_rows)
+        engine = create_engine("hf", model=str(tiny))
+        train_sft(
+            engine.model, engine.tokenizer, [row["messages"] for row in sft_rows], steps=config.sft_steps,
+            batch_size=config.sft_batch_size, lr=config.sft_lr, warmup_steps=20, seed=config.seed,
+            on_step=lambda s: report("sft", s.step + 1, config.sft_steps, f"loss {s.loss:.3f}"),
+        )
+        save_final(engine.model, engine.tokenizer, base)
+    report("sft", config.sft_steps, config.sft_steps)
+    timings["sft_s"] = time.perf_counter() - clock
+
+    final = out / "final"
+    clock = time.perf_counter()
+    rl_out = out / "rl"
+    if not _stage_done(final):
+        rl_config = TrainConfig.model_validate({
+            "model": {"path": str(base)},
+            "rollout": {"prompts_per_step": config.prompts_per_step, "group_size": config.group_size,
+                        "max_tokens": config.max_tokens, "temperature": config.temperature},
+            "optim": {"lr": config.rl_lr, "warmup_steps": 10, "micro_batch_size": 512},
+            "run": {"steps": config.rl_steps, "seed": config.seed, "out": str(rl_out), "checkpoint_every": 10,
+                    "save_trajectories": False, "loggers": ["jsonl"], "progress": False},
+        })
+        trainer = RLTrainer(rl_config, tasks=train)
+        trainer.train(on_step=lambda step, m: report("rl", step, config.rl_steps, f"reward {m.get('reward/sampled_mean', 0):.3f}"))
+        save_final(trainer.model, trainer.tokenizer, final)
+    report("rl", config.rl_steps, config.rl_steps)
+    timings["rl_s"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    evals = {}
+    for name, model in (("base", base), ("final", final)):
+        evals[name] = run_eval(
+            str(model), heldout, samples=config.eval_samples, out=out / "eval" / name, temperature=config.temperature,
+            max_tokens=config.max_tokens, seed=config.seed, record=False,
+            on_progress=lambda done, total, name=name: report(f"eval {name}", done, total),
+        )
+    timings["eval_s"] = time.perf_counter() - clock
+
+    comparison = compare(read_samples(out / "eval" / "base"), read_samples(out / "eval" / "final"))
+    total = comparison.deltas[0]
+    report_path = write_report([out / "eval" / "base", out / "eval" / "final", rl_out], out / "report.html", title="veriloop quickstart")
+    rewards = [r["reward/sampled_mean"] for r in read_metrics(rl_out) if "reward/sampled_mean" in r]
+    summary = {
+        "base": str(base),
+        "final": str(final),
+        "report": str(report_path),
+        "heldout_pass@1": {"base": evals["base"]["pass@1"], "final": evals["final"]["pass@1"]},
+        "heldout_pass@1_gain_points": round(100 * (evals["final"]["pass@1"] - evals["base"]["pass@1"]), 2),
+        "heldout_pass@1_gain_ci_points": [round(100 * total.low, 2), round(100 * total.high, 2)],
+        "heldout_samples_per_task": config.eval_samples,
+        "heldout_generate_args": config.generator_args(),
+        "train_generate_args": [*config.generator_args(), "--seed", str(config.train_seed)],
+        "splits": split,
+        "reward_first_steps": rewards[:5],
+        "reward_last_steps": rewards[-5:],
+        "timings_s": {k: round(v, 1) for k, v in {**timings, "total_s": time.perf_counter() - started}.items()},
+        "config": config.model_dump(),
+    }
+    with atomic_write(out / "summary.json") as handle:
+        json.dump(summary, handle, indent=2)
+    return summary

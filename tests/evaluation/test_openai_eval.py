@@ -1,0 +1,82 @@
+"""``run_eval`` against an OpenAI-compatible server on loopback that serves the tiny model."""
+
+import socket
+import threading
+import time
+
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from veriloop.evaluation import load_run, run_eval
+from veriloop.rollout import OpenAIEngine, SamplingParams
+from veriloop.tasks import generate_tasks
+
+KEY = "local-test-key"
+
+
+def _unused_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def endpoint(tiny_engine):
+    """``(base_url, log)``: chat completions from the tiny model, for requests bearing KEY only."""
+    import uvicorn
+
+    app, log = FastAPI(), {"answered": 0, "refused": 0}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        if request.headers.get("authorization") != f"Bearer {KEY}":
+            log["refused"] += 1
+            return JSONResponse({"error": "missing or wrong key"}, status_code=401)
+        body = await request.json()
+        params = SamplingParams(n=body["n"], temperature=body["temperature"], max_tokens=body["max_tokens"], seed=body.get("seed"))
+        [samples] = await tiny_engine.agenerate([body["messages"]], params)
+        log["answered"] += 1
+        choices = [{"index": i, "message": {"role": "assistant", "content": s.text},
+                    "finish_reason": {"eos": "stop"}.get(s.finish_reason, "length")} for i, s in enumerate(samples)]
+        return {"object": "chat.completion", "model": body["model"], "choices": choices}
+
+    port = _unused_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/v1", log
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_eval_of_a_served_model(endpoint, tmp_path, monkeypatch):
+    url, log = endpoint
+    monkeypatch.setenv("EVAL_TEST_KEY", KEY)
+    tasks = generate_tasks("arithmetic", seed=4, size=4)
+    summary = run_eval(f"openai:tiny@{url}", tasks, samples=2, out=tmp_path / "served", max_tokens=6, seed=1,
+                       api_key_env="EVAL_TEST_KEY", record=False)
+    assert summary["engine"] == "openai" and summary["model"] == f"openai:tiny@{url}"
+    assert summary["samples"] == 8 and summary["infra_errors"] == 0 and 0.0 <= summary["pass@1"] <= 1.0
+    assert log["answered"] == 8 and log["refused"] == 0
+    assert summary["tokens"]["completion"] == 0  # a text-level engine reports no token ids
+    assert all(s.status == "scored" and s.detail for s in load_run(tmp_path / "served").samples)
+
+
+def test_a_refused_or_unreachable_endpoint_is_infra_errors_not_failures(endpoint, tmp_path):
+    url, log = endpoint
+    tasks = generate_tasks("arithmetic", seed=4, size=3)
+    refused_before = log["refused"]
+    keyless = OpenAIEngine("tiny", url, api_key_env="EVAL_TEST_NO_SUCH_VARIABLE", max_retries=0)
+    summary = run_eval(keyless, tasks, samples=2, out=tmp_path / "refused", record=False, export_failures=tmp_path / "f.jsonl")
+    assert log["refused"] - refused_before == 6
+    assert summary["infra_errors"] == 6 and summary["scored_samples"] == 0 and summary["infra_error_tasks"] == 3
+    assert summary["pass@1"] == 0.0 and summary["pass@1_ci"] == [0.0, 1.0] and summary["pass@k"] == {}
+    assert summary["exported_failures"]["tasks"] == 0
+
+    gone = OpenAIEngine("tiny", f"http://127.0.0.1:{_unused_port()}/v1", max_retries=0, timeout_s=5)
+    summary = run_eval(gone, tasks, samples=1, out=tmp_path / "gone", record=False)
+    assert summary["infra_errors"] == 3 and "generation failed" in next(iter(summary["infra_error_details"]))
