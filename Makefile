@@ -14,6 +14,9 @@ setup: $(STAMP)
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
 	  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null || \
 	  { echo "could not install bubblewrap (apt-get install -y bubblewrap)"; exit 1; }; }
+	@command -v chromium >/dev/null || { echo "installing chromium (renders eval reports in a test)"; \
+	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null || \
+	  echo "could not install chromium (apt-get install -y chromium); the report rendering test will be skipped"; }
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +29,7 @@ test: setup
 	$(PY) -m pytest -q
 
 quickstart: setup
-	$(VENV)/bin/veriloop tasks validate examples/tasks.jsonl
+	$(VENV)/bin/veriloop quickstart
 
 bench: setup
 	@for script in bench/*.py; do echo "# $$script"; $(PY) $$script || exit 1; done

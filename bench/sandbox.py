@@ -8,6 +8,9 @@ Prints one JSON line:
   forked per run, full isolation and limits);
 - ``ratio``: sandbox snippets/s over plain snippets/s (the two alternate for ``--rounds``
   rounds; each figure is the median over rounds, so both see the same machine load);
+- ``cpu_per_snippet``: CPU time per snippet on each side, every process counted (host,
+  sandbox servers, runs; the interpreters of the plain side), and their ratio: unlike the
+  rates, it does not depend on what else the machine is doing;
 - ``cold_start_ms``: from ``Sandbox(workers=1)`` to its first result (a new bubblewrap
   sandbox and interpreter), and a bare ``bwrap ... true`` with the same namespaces;
 - ``snapshot``: capturing a workspace of ``--snapshot-files`` files after a run, and
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import threading
@@ -93,6 +97,37 @@ def sandbox_round(sb: Sandbox, codes: list[str]) -> tuple[float, list[float]]:
         assert sb.run_python(code).ok
 
     return per_s, _timed_calls(run, codes[: len(codes) // 2])
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of every descendant it has reaped."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+def cpu_per_snippet(python: str, codes: list[str]) -> dict[str, float]:
+    """CPU milliseconds per snippet, all processes included, on each side: what a dedicated
+    machine's throughput follows, whatever else runs on this one. A closed sandbox's
+    processes have been reaped, so its whole tree is counted; its start is subtracted."""
+    started = _cpu_seconds()
+    plain_round(python, codes)
+    plain = _cpu_seconds() - started
+    starts = []
+    for _ in range(3):
+        started = _cpu_seconds()
+        with Sandbox(workers=WORKERS):
+            pass
+        starts.append(_cpu_seconds() - started)
+    empty = statistics.median(starts)
+    started = _cpu_seconds()
+    with Sandbox(workers=WORKERS) as sb:
+        sb.map_python(codes)
+    boxed = _cpu_seconds() - started - empty
+    return {
+        "plain_ms": round(1000 * plain / len(codes), 2),
+        "sandbox_ms": round(1000 * boxed / len(codes), 2),
+        "ratio": round(plain / boxed, 2),
+    }
 
 
 def cold_start(python_path: str, repeats: int = 5) -> dict[str, float]:
@@ -193,6 +228,7 @@ def main() -> None:
         "plain_subprocess": {"per_s": round(plain_rate, 1), **_percentiles(plain_lat)},
         "sandbox": {"per_s": round(box_rate, 1), **_percentiles(box_lat)},
         "ratio": round(box_rate / plain_rate, 2),
+        "cpu_per_snippet": cpu_per_snippet(python.executable, codes),
         "cold_start_ms": cold_start(python.executable),
         "snapshot": snapshot,
         "mixed_load": mixed_load(200),

@@ -35,7 +35,7 @@ def compare(
     if as_json:
         click.echo(json.dumps(result.to_dict(max_drop if gate else None, examples)))
     else:
-        _print(result, run_a.label, run_b.label, examples)
+        _print(result, run_a, run_b, examples)
         if gate:
             for line in failures:
                 click.secho(f"gate: {line}", fg="red", err=True)
@@ -43,10 +43,11 @@ def compare(
     return 1 if failures else 0
 
 
-def _print(result, label_a: str, label_b: str, examples: int) -> None:
+def _print(result, run_a, run_b, examples: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    label_a, label_b = run_a.label, run_b.label
     console = Console(highlight=False, soft_wrap=True)
     table = Table(title=f"B = {label_b} vs A = {label_a} (pass@1, paired over tasks)", title_justify="left")
     for column in ("domain", "tasks", "A", "B", "B - A", "95% CI", "p", ""):
@@ -61,6 +62,8 @@ def _print(result, label_a: str, label_b: str, examples: int) -> None:
         for flip in flips[:examples]:
             console.print(f"  {name} {flip.task_id} ({flip.domain}): {flip.a_rate:.2f} -> {flip.b_rate:.2f}; "
                           f"B said {flip.response[:80]!r}; verifier: {flip.feedback[:100]}", markup=False)
+    if run_a.summary.get("task_set_hash") != run_b.summary.get("task_set_hash"):
+        console.print("note: the runs used different task sets; tasks are paired by id", markup=False)
     if result.only_in_a or result.only_in_b:
         console.print(f"not compared: {result.only_in_a} tasks only in {label_a}, {result.only_in_b} only in {label_b}", markup=False)
     if result.seesaw:

@@ -11,7 +11,7 @@ import sys
 import click
 import typer
 
-from veriloop.cli import _audit, _compare, _eval, _model, _report, _sandbox, _tasks, _train, _trajectories, _verify
+from veriloop.cli import _audit, _compare, _eval, _model, _quickstart, _report, _sandbox, _tasks, _train, _trajectories, _verify
 
 app = typer.Typer(
     name="veriloop",
@@ -26,6 +26,7 @@ app.add_typer(_trajectories.app, name="trajectories")
 app.add_typer(_model.app, name="model")
 app.command("sft")(_model.sft)
 app.command("train")(_train.train)
+app.command("quickstart")(_quickstart.quickstart)
 app.command("verify")(_verify.verify)
 app.command("audit")(_audit.audit)
 app.command("eval")(_eval.eval_)

@@ -74,15 +74,17 @@ def generate(
 def import_(
     ctx: typer.Context,
     source: str = typer.Argument(..., help="importer: jsonl, reasoning-gym, verl-parquet, ... (see 'tasks sources')"),
-    target: str = typer.Argument(None, help="what to import: a file, or a dataset name"),
     out: Path = typer.Option(..., "--out", help="task file to write (.jsonl or .parquet)"),
 ) -> int:
-    """Convert existing data into a task set. Importer options follow as --name value."""
+    """Convert existing data into a task set: SOURCE [FILE|DATASET] --out F, importer options as --name value."""
     from veriloop.cli._options import parse_extra_options
     from veriloop.tasks import IMPORTERS
 
     importer = IMPORTERS.get(source)
-    options = parse_extra_options(ctx.args)
+    extra = list(ctx.args)
+    # What to import (a file or a dataset name) comes first, before the importer's options.
+    target = extra.pop(0) if extra and not extra[0].startswith("--") else None
+    options = parse_extra_options(extra)
     if importer.argument is not None and target is not None:
         options[importer.argument] = target
     elif target is not None:

@@ -130,6 +130,8 @@ def _comparison_section(evals: list[EvalRun]) -> str:
             rows.append([escape(d.domain), str(d.tasks), _pct(d.a), _pct(d.b), f"{100 * d.delta:+.1f}",
                          f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]", f"{d.p_value:.3f}", arrow])
         title = f"{escape(after.label)} vs {escape(before.label)}"
+        if before.summary.get("task_set_hash") != after.summary.get("task_set_hash"):
+            title += " <span class=ci>(different task sets: compared on the tasks both have)</span>"
         notes = (f"{len(result.pass_to_fail)} tasks went pass&rarr;fail, {len(result.fail_to_pass)} fail&rarr;pass"
                  + ("; <b class=down>seesaw: one domain rose while another fell</b>" if result.seesaw else ""))
         parts.append(f"<h3>{title}</h3>" + _table(["domain", "tasks", "before", "after", "delta (points)", "95% CI", "p", ""], rows)
@@ -144,8 +146,11 @@ def _clip(text: str) -> str:
 def _failures_section(run: EvalRun, per_domain: int) -> str:
     parts = [f"<h2>Failures of {escape(run.label)}</h2>"]
     for domain in sorted({s.domain for s in run.samples}):
-        failing = [s for s in run.samples if s.domain == domain and s.status == "scored" and not s.passed][:per_domain]
-        for s in failing:
+        first_failure: dict[str, Any] = {}
+        for sample in run.samples:
+            if sample.domain == domain and sample.status == "scored" and not sample.passed:
+                first_failure.setdefault(sample.task_id, sample)
+        for s in list(first_failure.values())[:per_domain]:
             parts.append(
                 f"<div class=failure><div class=meta>{escape(domain)} &middot; {escape(s.task_id)} &middot; sample {s.sample_index}"
                 f" &middot; reward {s.reward}</div><div class=label>prompt</div><pre>{_clip(s.prompt)}</pre>"

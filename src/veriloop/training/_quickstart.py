@@ -107,7 +107,7 @@ def demonstrations(config: QuickstartConfig, tasks: list[Task]) -> list[dict[str
 
 def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> dict[str, Any]:
     """Run (or continue) every stage; returns the summary also written to OUT/summary.json."""
-    from veriloop.evaluation import compare, read_samples, run_eval, write_report
+    from veriloop.evaluation import compare, load_run, run_eval, write_report
     from veriloop.rollout import create_engine
     from veriloop.training._model import save_final
     from veriloop.training._rl import RLTrainer, read_metrics
@@ -174,8 +174,8 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
         )
     timings["eval_s"] = time.perf_counter() - clock
 
-    comparison = compare(read_samples(out / "eval" / "base"), read_samples(out / "eval" / "final"))
-    total = comparison.deltas[0]
+    comparison = compare(load_run(out / "eval" / "base").samples, load_run(out / "eval" / "final").samples)
+    total = comparison.total
     report_path = write_report([out / "eval" / "base", out / "eval" / "final", rl_out], out / "report.html", title="veriloop quickstart")
     rewards = [r["reward/sampled_mean"] for r in read_metrics(rl_out) if "reward/sampled_mean" in r]
     summary = {
@@ -184,7 +184,7 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
         "report": str(report_path),
         "heldout_pass@1": {"base": evals["base"]["pass@1"], "final": evals["final"]["pass@1"]},
         "heldout_pass@1_gain_points": round(100 * (evals["final"]["pass@1"] - evals["base"]["pass@1"]), 2),
-        "heldout_pass@1_gain_ci_points": [round(100 * total.low, 2), round(100 * total.high, 2)],
+        "heldout_pass@1_gain_ci_points": [round(100 * total.ci_low, 2), round(100 * total.ci_high, 2)],
         "heldout_samples_per_task": config.eval_samples,
         "heldout_generate_args": config.generator_args(),
         "train_generate_args": [*config.generator_args(), "--seed", str(config.train_seed)],
