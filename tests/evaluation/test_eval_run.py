@@ -57,9 +57,10 @@ def test_rows_are_one_per_sample_in_task_order(finished, task_file):
 def test_run_is_recorded_in_the_registry_beside_the_output(finished, tiny_engine, task_file):
     root, summary = finished
     registry = RunRegistry(root / "evals.sqlite")
-    second = run_eval(tiny_engine, task_file, samples=1, out=root / "second", max_tokens=4, seed=5)
+    second = run_eval(tiny_engine, task_file, samples=1, out=root / "second", max_tokens=4, seed=5, model_label="tiny@step-1")
     runs = registry.runs(task_set_hash=summary["task_set_hash"])
-    assert [r.label for r in runs] == ["base", "second"]
+    assert [r.label for r in runs] == ["base", "second"] and [r.model for r in runs] == ["hf", "tiny@step-1"]
+    assert registry.runs(model="tiny@step-1") == runs[1:]
     assert runs[0].run_id == summary["run_id"] and runs[1].pass_at_1 == second["pass@1"]
     assert runs[1].summary["samples_per_task"] == 1
 

@@ -15,10 +15,11 @@ from veriloop.tasks import generate_tasks
 KEY = "local-test-key"
 
 
-def _unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _loopback_socket() -> socket.socket:
+    """A socket bound to a free loopback port and held, so no other process can take the port."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    return held
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +42,19 @@ def endpoint(tiny_engine):
                     "finish_reason": {"eos": "stop"}.get(s.finish_reason, "length")} for i, s in enumerate(samples)]
         return {"object": "chat.completion", "model": body["model"], "choices": choices}
 
-    port = _unused_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
+    listening = _loopback_socket()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
+    serving = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
+    serving.start()
+    for _ in range(600):
+        if server.started:
+            break
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/v1", log
+    host, port = listening.getsockname()
+    yield f"http://{host}:{port}/v1", log
     server.should_exit = True
-    thread.join(timeout=10)
+    serving.join(timeout=10)
+    listening.close()
 
 
 def test_eval_of_a_served_model(endpoint, tmp_path, monkeypatch):
@@ -77,6 +81,8 @@ def test_a_refused_or_unreachable_endpoint_is_infra_errors_not_failures(endpoint
     assert summary["pass@1"] == 0.0 and summary["pass@1_ci"] == [0.0, 1.0] and summary["pass@k"] == {}
     assert summary["exported_failures"]["tasks"] == 0
 
-    gone = OpenAIEngine("tiny", f"http://127.0.0.1:{_unused_port()}/v1", max_retries=0, timeout_s=5)
-    summary = run_eval(gone, tasks, samples=1, out=tmp_path / "gone", record=False)
+    with _loopback_socket() as silent:  # bound but not listening: connections are refused
+        host, port = silent.getsockname()
+        gone = OpenAIEngine("tiny", f"http://{host}:{port}/v1", max_retries=0, timeout_s=5)
+        summary = run_eval(gone, tasks, samples=1, out=tmp_path / "gone", record=False)
     assert summary["infra_errors"] == 3 and "generation failed" in next(iter(summary["infra_error_details"]))

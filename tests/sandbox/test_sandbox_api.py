@@ -145,3 +145,12 @@ def test_languages(sandbox):
     assert fetched.ok and fetched.files == {"out.txt": b"made"}
     with pytest.raises(UnknownNameError, match="known: bash"):
         run_code(sandbox, "cobol", "DISPLAY 'HI'.")
+
+
+def test_the_interpreter_inside_must_not_be_a_virtual_environment():
+    import sys
+
+    with pytest.raises(UserError, match="virtual environment"):
+        Sandbox(python=sys.executable)
+    with pytest.raises(UserError, match="does not run"):
+        Sandbox(python="/no/such/python3")

@@ -117,8 +117,11 @@ def paired_bootstrap(differences: Sequence[float], resamples: int, rng: np.rando
     values = np.asarray(differences, dtype=float)
     if values.size == 0:
         return (0.0, 0.0, 1.0)
-    draws = rng.integers(0, values.size, size=(resamples, values.size))  # (R, T) task indices
-    means = values[draws].mean(axis=1)  # (R,)
+    block = max(1, 2_000_000 // values.size)  # resamples drawn at once, to bound memory on large sets
+    means = np.concatenate([
+        values[rng.integers(0, values.size, size=(min(block, resamples - start), values.size))].mean(axis=1)
+        for start in range(0, resamples, block)
+    ])  # (R,) mean difference of each resample of the tasks
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     p_value = min(1.0, 2 * min(float((means <= 0).mean()), float((means >= 0).mean())))

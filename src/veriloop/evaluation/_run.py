@@ -197,13 +197,15 @@ def run_eval(
     concurrency: int = 64,
     device: str = "cpu",
     api_key_env: str = "OPENAI_API_KEY",
+    model_label: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``model`` on ``tasks`` with ``samples`` samples per task; returns the summary.
 
     ``model``: a local HF model directory (a training run directory or a checkpoint also
-    work), ``openai:MODEL@URL`` (key read from ``api_key_env``), or an engine object.
+    work), ``openai:MODEL@URL`` (key read from ``api_key_env``), or an engine object
+    (``model_label`` names it in the summary and the registry; default: the engine's name).
     ``episode`` (an ``EpisodeConfig``) replaces ``temperature``/``max_tokens`` when given,
     e.g. to allow tools or several turns. Writes ``out/samples.parquet`` and
     ``out/summary.json`` (see ``summarize``; ``summary["pass@1"]`` is a float in [0, 1]),
@@ -222,6 +224,7 @@ def run_eval(
     if overlap_report is not None and on_warning is not None and overlap_report.warning():
         on_warning(overlap_report.warning())
     engine, label, owned = open_engine(model, device=device, api_key_env=api_key_env)
+    label = model_label or label
     try:
         episode = episode or episode_config(temperature, max_tokens)
         settings = EvalSettings(

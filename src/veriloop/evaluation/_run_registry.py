@@ -8,6 +8,7 @@ share one registry. A run written again into the same directory replaces its row
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -79,16 +80,14 @@ class RunRegistry:
             str(Path(out_dir).resolve()), summary["created_at"], summary["model"], summary["task_set_hash"],
             summary.get("seed"), summary.get("samples_per_task"), summary["pass@1"], json.dumps(summary),
         )
-        with self._connect() as connection:
+        with contextlib.closing(self._connect()) as connection, connection:
             connection.execute("DELETE FROM runs WHERE out_dir = ?", row[:1])
             cursor = connection.execute(
                 "INSERT INTO runs (out_dir, created_at, model, task_set_hash, seed, samples_per_task, pass_at_1, summary)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 row,
             )
-            run_id = int(cursor.lastrowid)
-        connection.close()
-        return run_id
+            return int(cursor.lastrowid)
 
     def runs(self, task_set_hash: str | None = None, model: str | None = None) -> list[RegisteredRun]:
         """Registered runs, oldest first, optionally of one task set and/or one model."""
@@ -101,9 +100,6 @@ class RunRegistry:
         if model is not None:
             query += " AND model = ?"
             arguments.append(model)
-        connection = self._connect()
-        try:
+        with contextlib.closing(self._connect()) as connection:
             rows = connection.execute(query + " ORDER BY created_at, run_id", arguments).fetchall()
-        finally:
-            connection.close()
         return [RegisteredRun(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in rows]

@@ -24,11 +24,19 @@ from veriloop.rollout._stopping import repeating_block
 _STOP_TAIL_TOKENS = 16  # tokens decoded to look for a stop string that may span tokens
 
 
+def quiet_transformers() -> None:
+    """Turn off transformers' own progress bars: veriloop shows its own."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+
+
 def load_model_and_tokenizer(model: str | Path, device: str = "cpu", dtype: str = "auto") -> tuple[Any, Any]:
     """Load a local HF model directory; a missing or unreadable directory is a UserError."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    quiet_transformers()
     path = Path(model)
     if not (path / "config.json").is_file():
         raise UserError(f"{path}: not a model directory (no config.json)")

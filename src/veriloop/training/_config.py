@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from veriloop.core import UserError, describe_validation_error
 
@@ -57,22 +57,14 @@ class AlgorithmSection(Section):
     overlong_buffer: int = Field(default=16, ge=1, description="tokens before max_tokens where the soft penalty starts")
     overlong_penalty: float = Field(default=1.0, ge=0, description="penalty at (and past) max_tokens")
 
-    @field_validator("advantage")
+    @field_validator("advantage", "aggregation")
     @classmethod
-    def _known_estimator(cls, name: str) -> str:
-        from veriloop.algorithms import ADVANTAGE_ESTIMATORS
+    def _registered(cls, name: str, info: ValidationInfo) -> str:
+        from veriloop.algorithms import ADVANTAGE_ESTIMATORS, AGGREGATIONS
 
-        if name not in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"unknown estimator {name!r}; known: {', '.join(ADVANTAGE_ESTIMATORS.names())}")
-        return name
-
-    @field_validator("aggregation")
-    @classmethod
-    def _known_aggregation(cls, name: str) -> str:
-        from veriloop.algorithms import AGGREGATIONS
-
-        if name not in AGGREGATIONS:
-            raise ValueError(f"unknown aggregation {name!r}; known: {', '.join(AGGREGATIONS.names())}")
+        registry = ADVANTAGE_ESTIMATORS if info.field_name == "advantage" else AGGREGATIONS
+        if name not in registry:
+            raise ValueError(f"unknown {registry.what} {name!r}; known: {', '.join(registry.names())}")
         return name
 
 

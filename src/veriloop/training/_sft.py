@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from veriloop.rollout import observation_ids
+from veriloop.rollout import LeanDecoder, observation_ids
 
 
 def tokenize_conversation(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[list[int], list[int]]:
@@ -56,8 +56,11 @@ class SFTStep:
     tokens: int
 
 
-def sft_loss(model: Any, batch: Sequence[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any, int]:
-    """Mean cross-entropy over assistant tokens of a right-padded batch; returns (loss, tokens)."""
+def sft_loss(model: Any, batch: Sequence[tuple[list[int], list[int]]], pad_id: int, lean: Any = None) -> tuple[Any, int]:
+    """Mean cross-entropy over assistant tokens of a right-padded batch; returns (loss, tokens).
+
+    ``lean`` (a LeanDecoder over ``model``) computes the same logits faster.
+    """
     import torch
 
     width = max(len(ids) for ids, _ in batch)
@@ -69,7 +72,12 @@ def sft_loss(model: Any, batch: Sequence[tuple[list[int], list[int]]], pad_id: i
         attention[row, : len(ids)] = 1
         labels[row, : len(ids)] = torch.tensor([t if m else -100 for t, m in zip(ids, mask)])
     device = next(model.parameters()).device
-    logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits[:, :-1].float()  # (B, T-1, V)
+    input_ids, attention = input_ids.to(device), attention.to(device)
+    if lean is not None:
+        positions = torch.arange(width, device=device).expand_as(input_ids)
+        logits = lean.forward(input_ids, positions, attention.bool())[:, :-1].float()  # (B, T-1, V)
+    else:
+        logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float()  # (B, T-1, V)
     targets = labels[:, 1:].to(device)  # (B, T-1) next-token targets, -100 off the assistant turns
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
     return loss, int((targets != -100).sum())
@@ -98,6 +106,7 @@ def train_sft(
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / max(warmup_steps, 1)))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    lean = LeanDecoder(model) if LeanDecoder.supports(model) else None
     order: list[int] = []
     history = []
     model.train()
@@ -108,7 +117,7 @@ def train_sft(
             order += fresh
         batch = [examples[i] for i in order[:batch_size]]
         del order[:batch_size]
-        loss, tokens = sft_loss(model, batch, pad_id)
+        loss, tokens = sft_loss(model, batch, pad_id, lean)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
