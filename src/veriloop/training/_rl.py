@@ -46,7 +46,7 @@ class RLTrainer:
         seed_everything(config.run.seed)
         self.tasks = list(tasks) if tasks is not None else load_tasks(config.data.train)
         self.heldout = list(heldout) if heldout is not None else (load_tasks(config.data.heldout) if config.data.heldout else [])
-        self.tools = tools
+        self.tools = tools if tools is not None else _sandbox_tools(config)
         checkpoints = list_checkpoints(self.checkpoint_dir)
         resume_from = checkpoints[-1] if checkpoints else None
         self.model, self.tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
@@ -266,6 +266,8 @@ class RLTrainer:
             self.save_checkpoint()
         save_final(self.model, self.tokenizer, self.out / "final")
         self.metrics.close()
+        if self.tools is not None and hasattr(self.tools, "sandbox"):
+            self.tools.sandbox.close()
         return history
 
     def save_checkpoint(self) -> Path:
@@ -287,6 +289,16 @@ class RLTrainer:
     def _log(self, metrics: dict[str, Any]) -> dict[str, Any]:
         self.metrics.log(self.step_index, metrics)
         return metrics
+
+
+def _sandbox_tools(config: TrainConfig) -> Any:
+    """Sandbox-backed tools when the episodes may run code; None when they cannot."""
+    if not {"python", "shell"} & set(config.rollout.tools):
+        return None
+    from veriloop.rollout import SandboxTools
+    from veriloop.sandbox import Sandbox
+
+    return SandboxTools(Sandbox(workers=2))
 
 
 def read_metrics(out: str | Path) -> list[dict[str, Any]]:

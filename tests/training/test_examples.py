@@ -1,0 +1,14 @@
+from pathlib import Path
+
+from veriloop.training import SFTConfig, TrainConfig, load_config
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_example_configs_load():
+    train = load_config(EXAMPLES / "train_arithmetic.yaml")
+    assert isinstance(train, TrainConfig) and train.rollout.group_size == 8
+    sft = load_config(EXAMPLES / "sft.yaml", model=SFTConfig)
+    assert sft.optim.steps == 300
+    override = load_config(EXAMPLES / "train_arithmetic.yaml", ["optim.lr=3e-5", "rollout.tools=[python, submit]"])
+    assert override.optim.lr == 3e-5 and override.rollout.tools == ("python", "submit")
