@@ -46,6 +46,7 @@ class RLTrainer:
         seed_everything(config.run.seed)
         self.tasks = list(tasks) if tasks is not None else load_tasks(config.data.train)
         self.heldout = list(heldout) if heldout is not None else (load_tasks(config.data.heldout) if config.data.heldout else [])
+        self._owns_tools = tools is None
         self.tools = tools if tools is not None else _sandbox_tools(config)
         checkpoints = list_checkpoints(self.checkpoint_dir)
         resume_from = checkpoints[-1] if checkpoints else None
@@ -266,7 +267,7 @@ class RLTrainer:
             self.save_checkpoint()
         save_final(self.model, self.tokenizer, self.out / "final")
         self.metrics.close()
-        if self.tools is not None and hasattr(self.tools, "sandbox"):
+        if self._owns_tools and self.tools is not None:
             self.tools.sandbox.close()
         return history
 
