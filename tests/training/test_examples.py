@@ -12,3 +12,5 @@ def test_example_configs_load():
     assert sft.optim.steps == 300
     override = load_config(EXAMPLES / "train_arithmetic.yaml", ["optim.lr=3e-5", "rollout.tools=[python, submit]"])
     assert override.optim.lr == 3e-5 and override.rollout.tools == ("python", "submit")
+    multidomain = load_config(EXAMPLES / "multidomain.yaml")
+    assert len(multidomain.schedule.mixture) == 4 and multidomain.schedule.seesaw_action == "reweight"

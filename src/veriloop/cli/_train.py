@@ -8,7 +8,7 @@ import typer
 
 
 def train(
-    config: Path = typer.Argument(..., help="YAML config (sections: model, data, rollout, algorithm, optim, run)"),
+    config: Path = typer.Argument(..., help="YAML config (sections: model, data, rollout, algorithm, optim, run, schedule)"),
     overrides: list[str] = typer.Argument(None, help="SECTION.FIELD=VALUE overrides, e.g. optim.lr=3e-5"),
 ) -> int:
     """Train a policy with RL on verifiable rewards; resumes from OUT/checkpoints when present."""

@@ -92,3 +92,36 @@ def reward_curves(runs: dict[str, list[dict[str, Any]]]) -> str:
     axes.set_ylabel("reward / pass@1")
     axes.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     return _svg(figure)
+
+
+_DOMAIN_PREFIX = "domain/"
+_STYLES = ["-", "--", ":", "-."]
+
+
+def domain_series(records: list[dict[str, Any]], metric: str) -> dict[str, list[tuple[int, float]]]:
+    """``domain -> [(step, value)]`` of the ``domain/<name>/<metric>`` values in training records."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for record in records:
+        for key, value in record.items():
+            if key.startswith(_DOMAIN_PREFIX) and isinstance(value, (int, float)) and "step" in record:
+                domain, _, name = key[len(_DOMAIN_PREFIX):].rpartition("/")
+                if name == metric and domain:
+                    series.setdefault(domain, []).append((record["step"], float(value)))
+    return dict(sorted(series.items()))
+
+
+def domain_curves(runs: dict[str, list[dict[str, Any]]], metrics: Sequence[str], ylabel: str) -> str:
+    """One line per (run, domain, metric): colour by domain, line style by metric."""
+    figure, axes = _figure()
+    colours: dict[str, str] = {}
+    for label, records in runs.items():
+        for style, metric in zip(_STYLES * len(metrics), metrics):
+            for domain, points in domain_series(records, metric).items():
+                colour = colours.setdefault(domain, _COLOURS[len(colours) % len(_COLOURS)])
+                name = " ".join(part for part in (label if len(runs) > 1 else "", domain, metric if len(metrics) > 1 else "") if part)
+                axes.plot([p[0] for p in points], [p[1] for p in points], color=colour, linestyle=style, linewidth=1.5,
+                          marker="o" if len(points) < 3 else None, label=name)
+    axes.set_xlabel("step")
+    axes.set_ylabel(ylabel)
+    axes.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    return _svg(figure)

@@ -2,8 +2,9 @@
 
 Every plot is inline SVG and the styles are inline, so the file opens anywhere, offline, and
 can be attached to a review. Sections: runs at a glance, pass@1 trend per domain across runs,
-per-domain bars, reward curves of training runs, each eval run compared with the one before,
-and failure examples with the verifier's feedback.
+per-domain bars, reward curves of training runs (and, for multi-domain runs, per-domain
+reward, pass rate, sample share, curriculum buckets and held-out checks), each eval run
+compared with the one before, and failure examples with the verifier's feedback.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from veriloop.core import UserError, atomic_write
 from veriloop.evaluation._compare import compare
-from veriloop.evaluation._plots import domain_bars, reward_curves, trend_plot
+from veriloop.evaluation._plots import domain_bars, domain_curves, domain_series, reward_curves, trend_plot
 from veriloop.evaluation._run_registry import RunRegistry
 from veriloop.evaluation._samples import SAMPLES_FILE, SUMMARY_FILE, EvalRun, load_run
 
@@ -139,6 +140,25 @@ def _comparison_section(evals: list[EvalRun]) -> str:
     return "".join(parts) if len(evals) > 1 else ""
 
 
+_DOMAIN_PANELS = (
+    ("Training reward per domain", ("reward",), "mean sampled reward"),
+    ("Pass rate per domain", ("pass_rate",), "pass rate of sampled answers"),
+    ("Share of each step's trained prompts", ("share",), "share"),
+    ("Curriculum buckets (solid: learnable, dashed: too easy, dotted: too hard, dash-dot: retired)",
+     ("learnable", "too_easy", "too_hard", "retired"), "tasks"),
+    ("Held-out pass@1 per domain (seesaw checks)", ("heldout_pass@1",), "pass@1"),
+)
+
+
+def _domain_training_section(training: dict[str, list[dict[str, Any]]]) -> str:
+    """Per-domain curves of multi-domain runs (``domain/<name>/<metric>`` records); empty otherwise."""
+    parts = []
+    for title, metrics, ylabel in _DOMAIN_PANELS:
+        if any(domain_series(records, metric) for records in training.values() for metric in metrics):
+            parts.append(f"<h2>{escape(title)}</h2><div class=plot>" + domain_curves(training, metrics, ylabel) + "</div>")
+    return "".join(parts)
+
+
 def _clip(text: str) -> str:
     return escape(text if len(text) <= _CLIP else text[:_CLIP] + " ...")
 
@@ -187,6 +207,7 @@ def render_report(paths: Sequence[str | os.PathLike[str]], *, registry: str | os
         body += [_runs_section(points), _plots_section(points)]
     if training:
         body.append("<h2>Training reward</h2><div class=plot>" + reward_curves(training) + "</div>")
+        body.append(_domain_training_section(training))
     body.append(_comparison_section(evals))
     if evals:
         body.append(_failures_section(evals[-1], failures_per_domain))

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from veriloop.core import UserError, describe_validation_error
+from veriloop.scheduling import ScheduleConfig
 
 
 class Section(BaseModel):
@@ -97,11 +98,17 @@ class TrainConfig(Section):
     algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
     optim: OptimSection = Field(default_factory=OptimSection)
     run: RunSection = Field(default_factory=RunSection)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)  # multi-domain runs (veriloop.scheduling)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
         if self.algorithm.advantage == "rloo" and self.rollout.group_size < 2:
             raise ValueError("rloo needs rollout.group_size >= 2")
+        if self.schedule.mixture and self.data.train:
+            raise ValueError("set data.train or schedule.mixture, not both")
+        if self.schedule.normalization != "none" and self.algorithm.advantage == "grpo":
+            raise ValueError("schedule.normalization has no effect with algorithm.advantage=grpo, which rescales each "
+                             "group by its own std; use dr_grpo, rloo or reinforce_pp, or normalization: none")
         return self
 
 

@@ -21,6 +21,7 @@ import torch
 from veriloop.algorithms import AGGREGATIONS, compute_advantages, kl_penalty, policy_loss
 from veriloop.core import Task, Trajectory
 from veriloop.rollout import EpisodeConfig, HFEngine, LeanDecoder, StopConfig, TrajectoryStore, rollout
+from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
 from veriloop.training._batch import TokenBatch, completion_logprobs, token_batch
 from veriloop.training._checkpoint import list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
@@ -44,8 +45,11 @@ class RLTrainer:
         self.out = Path(config.run.out)
         self.checkpoint_dir = self.out / "checkpoints"
         seed_everything(config.run.seed)
-        self.tasks = list(tasks) if tasks is not None else load_tasks(config.data.train)
         self.heldout = list(heldout) if heldout is not None else (load_tasks(config.data.heldout) if config.data.heldout else [])
+        # The multi-domain schedule (veriloop.scheduling), when configured, loads the tasks and replaces TaskSampler.
+        self.schedule = DomainSchedule.from_config(config.schedule, config.run.seed, self.out, tasks=tasks, train=config.data.train,
+                                                   heldout=self.heldout) if config.schedule.active else None
+        self.tasks = self.schedule.tasks if self.schedule is not None else (list(tasks) if tasks is not None else load_tasks(config.data.train))
         self._owns_tools = tools is None
         self.tools = tools if tools is not None else _sandbox_tools(config)
         checkpoints = list_checkpoints(self.checkpoint_dir)
@@ -58,7 +62,7 @@ class RLTrainer:
         self.optimizer = torch.optim.AdamW(trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
         warmup = max(config.optim.warmup_steps, 1)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warmup))
-        self.sampler = TaskSampler(self.tasks, config.run.seed)
+        self.sampler = self.schedule if self.schedule is not None else TaskSampler(self.tasks, config.run.seed)
         self.step_index = 0
         self.episode = EpisodeConfig(
             temperature=config.rollout.temperature, top_p=config.rollout.top_p,
@@ -80,7 +84,7 @@ class RLTrainer:
         groups, sampling = self._sample_groups()
         self.step_index += 1
         if not groups:
-            return self._log({"skipped": 1, **sampling, "time/step_s": time.perf_counter() - started})
+            return self._log({"skipped": 1, **sampling, **self._schedule_metrics(groups), "time/step_s": time.perf_counter() - started})
         trajectories = [t for group in groups for t in group]
         # 4. Rewards, shaped: overlong answers penalised, KL as a reward penalty if asked.
         rewards, keep_mask = self._shaped_rewards(trajectories)
@@ -89,8 +93,9 @@ class RLTrainer:
         reference_logprobs = self._reference_logprobs(batch) if self.reference_needed else None
         if reference_logprobs is not None and algo.kl_mode == "reward":
             rewards = rewards - algo.beta * (kl_penalty(batch.sampler_logprobs, reference_logprobs, algo.kl_estimator) * batch.loss_mask).sum(1)
-        # 5. Advantages per group.
-        advantages = compute_advantages(algo.advantage, rewards, self.config.rollout.group_size)
+        # 5. Advantages per group, from rewards put on a per-domain scale when the schedule normalises.
+        scaled = rewards if self.schedule is None else self.schedule.normalize(rewards, [t.domain for t in trajectories], self.config.rollout.group_size)
+        advantages = compute_advantages(algo.advantage, scaled, self.config.rollout.group_size)
         # 6. Old log-probs: the sampler's, or recomputed (and the mismatch measured).
         old_logprobs, mismatch = self._old_logprobs(batch)
         # 7. Clipped policy loss over micro-batches, gradient accumulation, optimizer step.
@@ -100,7 +105,7 @@ class RLTrainer:
         if self.store is not None:
             self.store.append(trajectories)
         return self._log({
-            **sampling, **update, **mismatch,
+            **sampling, **update, **mismatch, **self._schedule_metrics(groups),
             "reward/mean": float(torch.tensor([t.reward for t in trajectories]).mean()),
             "reward/shaped_mean": float(rewards.mean()),
             "pass_rate": sum(t.score.passed for t in trajectories) / len(trajectories),
@@ -124,6 +129,8 @@ class RLTrainer:
             seed = self.config.run.seed * 1_000_003 + self.step_index * 101 + rounds
             batch = rollout(tasks, self.engine, self.episode, group_size=cfg.group_size, concurrency=cfg.concurrency, seed=seed, tools=self.tools)
             rounds += 1
+            if self.schedule is not None:  # every group, kept or not, informs the curriculum
+                self.schedule.observe(batch.trajectories)
             rollout_s += batch.metrics.wall_s
             generated += batch.metrics.generated_tokens
             for start in range(0, len(batch.trajectories), cfg.group_size):
@@ -252,12 +259,14 @@ class RLTrainer:
         """Run until ``run.steps``; evaluate and checkpoint on schedule; save ``OUT/final``."""
         run = self.config.run
         history = []
-        while self.step_index < run.steps:
+        self._seesaw_check()  # the baseline, before the first step
+        while self.step_index < run.steps and not (self.schedule is not None and self.schedule.stop_requested):
             metrics = self.step()
             if run.eval_every and self.heldout and self.step_index % run.eval_every == 0:
                 evaluation = self.evaluate()
                 self.metrics.log(self.step_index, evaluation)
                 metrics.update(evaluation)
+            metrics.update(self._seesaw_check())
             if run.checkpoint_every and self.step_index % run.checkpoint_every == 0:
                 self.save_checkpoint()
             history.append(metrics)
@@ -282,10 +291,25 @@ class RLTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         set_rng_state(state["rng"])
-        self.sampler = TaskSampler(self.tasks, self.config.run.seed, SamplerState(**state["sampler"]))
+        if self.schedule is not None:
+            self.schedule.load_state(state["sampler"])
+        else:
+            self.sampler = TaskSampler(self.tasks, self.config.run.seed, SamplerState(**state["sampler"]))
         self.step_index = state["step"]
         self.engine.policy_version = state["extra"]["policy_version"]
         self.metrics.truncate_after(self.step_index)
+
+    def _schedule_metrics(self, groups: list[list[Trajectory]]) -> dict[str, Any]:
+        """Per-domain accounting and ``domain/<name>/...`` metrics of the step (schedule only)."""
+        return self.schedule.step_metrics(groups) if self.schedule is not None else {}
+
+    def _seesaw_check(self) -> dict[str, Any]:
+        """The schedule's held-out check per domain when due; its metrics are logged."""
+        if self.schedule is None or not self.schedule.seesaw_due(self.step_index):
+            return {}
+        result = self.schedule.check_seesaw(self.step_index, self.engine, self.episode)
+        self.metrics.log(self.step_index, result)
+        return result
 
     def _log(self, metrics: dict[str, Any]) -> dict[str, Any]:
         self.metrics.log(self.step_index, metrics)
