@@ -32,6 +32,7 @@ quickstart: setup
 	$(VENV)/bin/veriloop quickstart
 
 bench: setup
+	@$(PY) -c "import trl" 2>/dev/null || $(PY) -m pip install -q -e ".[trl]"
 	@for script in bench/*.py; do echo "# $$script"; $(PY) $$script || exit 1; done
 
 clean:
