@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -230,8 +231,17 @@ def _trajectory(task: Task, engine: Engine, state: _State, score: Score, final_t
     )
 
 
+_VERIFY_THREADS: ThreadPoolExecutor | None = None
+
+
 async def verify_in_thread(task: Task, response: Response) -> Score:
-    """The default verifier hook: ``veriloop.verifiers.verify`` off the event loop."""
+    """The default verifier hook: ``veriloop.verifiers.verify`` off the event loop.
+
+    Runs on a long-lived pool shared by every rollout, not on a pool made per event loop.
+    """
+    global _VERIFY_THREADS
     from veriloop.verifiers import verify
 
-    return await asyncio.to_thread(verify, task, response)
+    if _VERIFY_THREADS is None:
+        _VERIFY_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="verify")
+    return await asyncio.get_running_loop().run_in_executor(_VERIFY_THREADS, verify, task, response)

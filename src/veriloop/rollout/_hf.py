@@ -302,10 +302,11 @@ def _finish_reason(ids: list[int], token: int, eos: frozenset[int], params: Samp
 
 
 class _Batcher:
-    """Gathers concurrent ``agenerate`` calls into shared batches run on a worker thread.
+    """Gathers concurrent ``agenerate`` calls into shared batches.
 
-    While one batch generates, the event loop keeps running sandbox executions and
-    verifications of other trajectories: generation and tool use overlap.
+    A batch runs on the event loop's thread; sandbox executions and code verifications of
+    other trajectories run in their own processes meanwhile, so generation and tool use
+    overlap.
     """
 
     def __init__(self, engine: HFEngine):
@@ -341,7 +342,10 @@ class _Batcher:
                 self._pending.remove(item)
             rows = [row for item in taken for row in item[0]]
             try:
-                samples = await asyncio.to_thread(self._sample_in_chunks, rows, params)
+                # On the event loop's own thread: tool runs and code verification proceed in
+                # their sandbox processes meanwhile, and torch keeps one thread pool (a second
+                # thread's pool would spin against the trainer's on the same cores).
+                samples = self._sample_in_chunks(rows, params)
             except Exception as exc:  # a failed batch fails its callers, not the loop
                 for _, _, future in taken:
                     if not future.done():

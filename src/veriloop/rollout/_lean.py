@@ -60,15 +60,17 @@ class LeanDecoder:
 
         Call again after the weights change; ``unfuse`` returns to the live parameters.
         """
-        self._fused = []
         with torch.no_grad():
-            for layer in self.layers:
-                attention, mlp = layer.self_attn, layer.mlp
-                qkv = torch.cat([attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight])
-                biases = [attention.q_proj.bias, attention.k_proj.bias, attention.v_proj.bias]
-                qkv_bias = torch.cat(biases) if all(b is not None for b in biases) else None
-                gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
-                self._fused.append((qkv, qkv_bias, gate_up))
+            self._fused = [self._fused_weights(layer) for layer in self.layers]
+
+    @staticmethod
+    def _fused_weights(layer: Any) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        attention, mlp = layer.self_attn, layer.mlp
+        qkv = torch.cat([attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight])
+        biases = [attention.q_proj.bias, attention.k_proj.bias, attention.v_proj.bias]
+        qkv_bias = torch.cat(biases) if all(b is not None for b in biases) else None
+        gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
+        return qkv, qkv_bias, gate_up
 
     def unfuse(self) -> None:
         self._fused = None
@@ -108,8 +110,9 @@ class LeanDecoder:
         for index, layer in enumerate(self.layers):
             attention = layer.self_attn
             normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
-            if self._fused is not None:
-                q, k, v = F.linear(normed, self._fused[index][0], self._fused[index][1]).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+            fused = self._fused[index] if self._fused is not None else None
+            if fused is not None:
+                q, k, v = F.linear(normed, fused[0], fused[1]).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
             else:
                 q, k, v = attention.q_proj(normed), attention.k_proj(normed), attention.v_proj(normed)
             q = q.reshape(batch, steps, self.heads, self.head_dim).transpose(1, 2)
@@ -125,8 +128,8 @@ class LeanDecoder:
             hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(batch, steps, -1))
             normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
             mlp = layer.mlp
-            if self._fused is not None:
-                gate, up = F.linear(normed, self._fused[index][2]).chunk(2, dim=-1)
+            if fused is not None:
+                gate, up = F.linear(normed, fused[2]).chunk(2, dim=-1)
             else:
                 gate, up = mlp.gate_proj(normed), mlp.up_proj(normed)
             hidden = hidden + mlp.down_proj(F.silu(gate) * up)
