@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import random
 import time
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 from veriloop.algorithms import AGGREGATIONS, compute_advantages, kl_penalty, policy_loss
-from veriloop.core import Task, Trajectory
+from veriloop.core import Task, Trajectory, UserError
 from veriloop.rollout import EpisodeConfig, HFEngine, LeanDecoder, StopConfig, TrajectoryStore, rollout
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
@@ -294,6 +295,9 @@ class RLTrainer:
         if self.schedule is not None:
             self.schedule.load_state(state["sampler"])
         else:
+            fields = {f.name for f in dataclasses.fields(SamplerState)}
+            if set(state["sampler"]) != fields:
+                raise UserError(f"{checkpoint}: saved by a run with a schedule section; resume it with the same config")
             self.sampler = TaskSampler(self.tasks, self.config.run.seed, SamplerState(**state["sampler"]))
         self.step_index = state["step"]
         self.engine.policy_version = state["extra"]["policy_version"]
