@@ -1,8 +1,8 @@
 """Rolling out a batch of tasks: many samples per task, episodes run concurrently.
 
 Episodes are coroutines bounded by ``concurrency``. Token-level engines gather concurrent
-generation requests into shared batches on a worker thread, so while one batch generates,
-the event loop runs tool calls and verifications of other episodes.
+generation requests into shared batches; while one batch generates, the tool calls and code
+verifications of other episodes run on in their sandbox processes.
 """
 
 from __future__ import annotations
