@@ -46,7 +46,7 @@ class QuickstartConfig(Section):
     sft_steps: int = Field(default=1000, ge=1, description="SFT optimizer steps")
     sft_batch_size: int = Field(default=64, ge=1, description="conversations per SFT step")
     sft_lr: float = Field(default=5e-4, gt=0, description="SFT learning rate")
-    rl_steps: int = Field(default=100, ge=1, description="GRPO steps")
+    rl_steps: int = Field(default=140, ge=1, description="GRPO steps")
     prompts_per_step: int = Field(default=64, ge=1, description="GRPO prompts per step")
     group_size: int = Field(default=8, ge=2, description="GRPO samples per prompt")
     rl_lr: float = Field(default=1e-4, gt=0, description="GRPO learning rate")
