@@ -41,13 +41,16 @@ def test_logprobs_match_a_fresh_forward_pass(tiny_engine):
 
 
 def test_greedy_is_deterministic_and_stop_strings_end_a_sample(tiny_engine):
-    greedy = SamplingParams(temperature=0, max_tokens=16)
+    greedy = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
     first = tiny_engine.generate([CHAT], greedy)[0][0]
     assert tiny_engine.generate([CHAT], greedy)[0][0].token_ids == first.token_ids
-    stop_at = first.text[len(first.text) // 2 :][:1]
-    if stop_at.strip():
-        stopped = tiny_engine.generate([CHAT], greedy.model_copy(update={"stop": (stop_at,)}))[0][0]
-        assert stopped.finish_reason == "stop" and stop_at in stopped.text
+    # Stop at the text of the sixth generated token: sampling must end there, not at 16 tokens.
+    stop_at = tiny_engine.tokenizer.decode(list(first.token_ids[5:6]))
+    prefix = tiny_engine.tokenizer.decode(list(first.token_ids[:6]))
+    stopped = tiny_engine.generate([CHAT], greedy.model_copy(update={"stop": (stop_at,)}))[0][0]
+    assert stopped.finish_reason == "stop"
+    assert stop_at in stopped.text and len(stopped.token_ids) <= 6
+    assert stopped.text == tiny_engine.tokenizer.decode(list(stopped.token_ids)) and prefix.startswith(stopped.text)
 
 
 def test_concurrent_requests_are_batched_and_equal_to_sync(tiny_engine):
