@@ -154,3 +154,22 @@ def test_the_interpreter_inside_must_not_be_a_virtual_environment():
         Sandbox(python=sys.executable)
     with pytest.raises(UserError, match="does not run"):
         Sandbox(python="/no/such/python3")
+
+
+def test_a_run_whose_sandbox_goes_away_says_so():
+    """A sandbox that breaks under a run is a flag on the result, not a guess from its text."""
+    import threading
+    import time
+
+    from veriloop.sandbox import Limits, Sandbox
+
+    sandbox = Sandbox(limits=Limits(timeout_s=20), workers=1)
+    assert sandbox.run_python("print(1)").sandbox_replaced is False
+    results = []
+    runner = threading.Thread(target=lambda: results.append(sandbox.run_python("import time; time.sleep(15)")))
+    runner.start()
+    time.sleep(1.0)
+    sandbox.close()
+    runner.join(timeout=30)
+    [result] = results
+    assert result.status == "killed" and result.sandbox_replaced

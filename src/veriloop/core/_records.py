@@ -141,6 +141,9 @@ class ExecResult(Record):
     cpu_s: float | None = Field(default=None, description="CPU seconds used, when measured")
     detail: str = Field(default="", description="why the run ended as it did")
     snapshot: Snapshot | None = Field(default=None, description="the workspace after the run, when asked for")
+    sandbox_replaced: bool = Field(
+        default=False, description="the sandbox broke during or after this run and was replaced by a fresh one"
+    )
 
     @property
     def ok(self) -> bool:

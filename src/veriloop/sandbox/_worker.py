@@ -201,14 +201,17 @@ class Worker:
             result = result_from_reply(reply)
         except _Lost as exc:
             self.close()
-            result = ExecResult(status=exc.status, exit_code=None, wall_s=time.monotonic() - started, detail=str(exc))
+            result = ExecResult(
+                status=exc.status, exit_code=None, wall_s=time.monotonic() - started, detail=str(exc), sandbox_replaced=True
+            )
         except (KeyError, TypeError, ValueError) as exc:
             self.close()
             detail = f"the sandbox sent a malformed answer ({exc}); it was replaced"
-            return ExecResult(status="killed", exit_code=None, wall_s=time.monotonic() - started, detail=detail)
+            return ExecResult(status="killed", exit_code=None, wall_s=time.monotonic() - started, detail=detail, sandbox_replaced=True)
         else:
             if reply.get("restart"):
                 self.close()
+                result = result.model_copy(update={"sandbox_replaced": True})
         return self._with_oom_kills(result, job.limits)
 
     def _with_oom_kills(self, result: ExecResult, limits: Limits) -> ExecResult:

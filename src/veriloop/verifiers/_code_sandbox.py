@@ -130,7 +130,7 @@ def _sandbox_lost(result: ExecResult) -> bool:
     That is retried once: a broken sandbox must not cost a candidate its reward. A program
     that ends its sandbox again on purpose gets the second result.
     """
-    return result.status == "killed" and "sandbox" in result.detail
+    return result.status == "killed" and result.sandbox_replaced
 
 
 def _close_locked() -> None:
