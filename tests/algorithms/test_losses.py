@@ -57,3 +57,18 @@ def test_entropy_of_uniform_and_certain():
     logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0], [100.0, 0.0, 0.0, 0.0]]])
     entropy = entropy_from_logits(logits)
     assert entropy[0, 0].item() == pytest.approx(math.log(4)) and entropy[0, 1].item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_importance_weights_scale_each_token_and_carry_no_gradient():
+    from veriloop.algorithms import truncated_importance_weights
+
+    behaviour = torch.log(torch.tensor([[0.5, 0.1, 0.4]]))
+    proximal = torch.log(torch.tensor([[0.25, 0.4, 0.4]]))
+    weights = truncated_importance_weights(proximal, behaviour, cap=2.0)
+    assert weights[0].tolist() == pytest.approx([0.5, 2.0, 1.0])  # 0.4 / 0.1 = 4 truncated to 2
+    new = proximal.clone().requires_grad_()
+    loss, _ = policy_loss(new, proximal, torch.tensor([1.0]), torch.ones(1, 3), importance_weights=weights.requires_grad_())
+    assert loss.item() == pytest.approx(-(0.5 + 2.0 + 1.0) / 3)  # ratio 1: each token is -A * w
+    loss.backward()
+    assert new.grad[0].tolist() == pytest.approx([-0.5 / 3, -2.0 / 3, -1.0 / 3])
+    assert weights.grad is None

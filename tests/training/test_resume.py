@@ -46,3 +46,7 @@ def test_a_killed_run_resumes_and_reproduces_the_next_steps(tmp_path, tiny_model
         assert all(torch.equal(first[k], second[k]) for k in first), step
     assert [r["step"] for r in read_metrics(killed_out)] == [1, 2, 3, 4]
     assert [r["reward/sampled_mean"] for r in read_metrics(killed_out)] == [r["reward/sampled_mean"] for r in read_metrics(tmp_path / "straight")]
+    from veriloop.training._ledger import ledger_summary, read_ledger
+
+    assert read_ledger(killed_out) == read_ledger(tmp_path / "straight")  # each prompt accounted for once
+    assert ledger_summary(read_ledger(killed_out))["exactly_once"]

@@ -34,7 +34,7 @@ def test_gradient_accumulation_4x2_equals_8x1(make_config, digit_tasks):
     results = []
     for micro in (8, 2):
         trainer = RLTrainer(make_config(name=f"acc{micro}", optim={"micro_batch_size": micro}, rollout={"prompts_per_step": 1}), tasks=digit_tasks)
-        groups, _ = trainer._sample_groups()
+        groups = trainer._sample_batch(1).groups
         trajectories = [t for g in groups for t in g]
         batch = token_batch(trajectories, trainer.engine.pad_token_id)
         advantages = compute_advantages("grpo", torch.tensor([t.reward for t in trajectories]), 8)
@@ -78,7 +78,7 @@ def test_lora_path_trains_adapters_only(make_config, digit_tasks, tiny_model_dir
 
 def test_overlong_mask_excludes_cut_answers(make_config, digit_tasks):
     trainer = RLTrainer(make_config(algorithm={"overlong": "mask"}, rollout={"max_tokens": 3}, run={"steps": 1}), tasks=digit_tasks)
-    groups, _ = trainer._sample_groups()
+    groups = trainer._sample_batch(1).groups
     trajectories = [t for g in groups for t in g]
     _, keep = trainer._shaped_rewards(trajectories)
     assert keep.tolist() == [0.0 if t.stop_reason == "max_tokens" else 1.0 for t in trajectories]

@@ -7,6 +7,7 @@ from veriloop.algorithms._losses import (
     entropy_from_logits,
     kl_penalty,
     policy_loss,
+    truncated_importance_weights,
 )
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "entropy_from_logits",
     "kl_penalty",
     "policy_loss",
+    "truncated_importance_weights",
 ]

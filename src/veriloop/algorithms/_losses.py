@@ -78,12 +78,15 @@ def policy_loss(
     clip_high: float = 0.28,
     aggregation: str = "token-mean",
     dual_clip: float | None = None,
+    importance_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO clipped surrogate with asymmetric clipping (DAPO's clip-higher), optional dual clip.
 
     Per token: max(-A * r, -A * clip(r, 1 - clip_low, 1 + clip_high)), with
     r = exp(logprobs - old_logprobs). With ``dual_clip = c > 1``, tokens with A < 0 are
     additionally capped at -A * c, so a huge ratio on a bad token cannot blow up the loss.
+    ``importance_weights`` (B, T), when given, multiply each token's term (no gradient flows
+    through them): the truncated importance correction of samples from a stale policy.
     Returns the aggregated loss and float metrics.
     """
     mask = mask.to(logprobs.dtype)
@@ -100,6 +103,8 @@ def policy_loss(
             raise ValueError("dual_clip must be > 1")
         capped = torch.minimum(per_token, -advantages * dual_clip)
         per_token = torch.where(advantages < 0, capped, per_token)
+    if importance_weights is not None:
+        per_token = per_token * importance_weights.detach().to(per_token.dtype)
     loss = AGGREGATIONS.get(aggregation)(per_token, mask)
     with torch.no_grad():
         tokens = mask.sum().clamp(min=1)
@@ -117,3 +122,12 @@ def policy_loss(
             "ratio_min": float(masked_ratio.min()) if masked_ratio.numel() else 1.0,
         }
     return loss, metrics
+
+
+def truncated_importance_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float) -> torch.Tensor:
+    """(B, T) weights min(pi_prox / pi_behaviour, cap) that correct stale samples (truncated IS).
+
+    ``behaviour_logprobs`` are the sampler's (the stale version that generated the tokens);
+    ``proximal_logprobs`` are the trainer's current policy before the update.
+    """
+    return torch.exp(proximal_logprobs - behaviour_logprobs).clamp(max=cap)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ class HFEngine:
         self.lean = LeanDecoder(model) if lean and LeanDecoder.supports(model) else None
         self.max_batch_size = max_batch_size
         self.policy_version = 0
+        self.busy_s = 0.0  # wall seconds spent sampling, summed over batches (utilisation metrics)
         self._lock = threading.Lock()  # one forward pass at a time on the shared model
         self._batcher: _Batcher | None = None
         eos = {tokenizer.eos_token_id}
@@ -131,7 +133,11 @@ class HFEngine:
     def sample_rows(self, rows: Sequence[tuple[Sequence[int], int | None]], params: SamplingParams) -> list[Sample]:
         """Sample one continuation per (prompt ids, seed) row, all in one batch."""
         with self._lock:
-            return _sample_batch(self, rows, params)
+            started = time.perf_counter()
+            try:
+                return _sample_batch(self, rows, params)
+            finally:
+                self.busy_s += time.perf_counter() - started
 
 
 def _filter_top_p(logits: Any, top_p: float) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from veriloop.core import Task, Trajectory
@@ -28,6 +28,7 @@ class RolloutMetrics:
     generated_tokens: int
     rollout_tokens_per_s: float
     generate_busy_s: float
+    engine_busy_s: float  # wall time the engine spent in forward passes (0 when it does not say)
     tools_busy_s: float
     verify_busy_s: float
     sandbox_busy_fraction: float
@@ -55,22 +56,38 @@ async def arollout(
     verify: Verify = verify_in_thread,
     predicate: StopPredicate | None = None,
     sandbox_workers: int = 1,
+    first_task_index: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RolloutBatch:
-    """``group_size`` episodes of every task; trajectories come back grouped, in task order."""
+    """``group_size`` episodes of every task; trajectories come back grouped, in task order.
+
+    Episode seeds derive from ``seed`` and each task's index in the whole batch, counted from
+    ``first_task_index``: a batch split into shards (``tasks[a:b]`` with ``first_task_index=a``)
+    samples exactly what the whole batch would. ``progress(done, total)`` is called as each
+    episode ends.
+    """
     limit = asyncio.Semaphore(concurrency)
 
+    total, done = len(tasks) * group_size, 0
+
     async def one(task_index: int, task: Task, sample_index: int) -> Trajectory:
-        episode_seed = None if seed is None else seed + 7919 * task_index + 104729 * sample_index
+        nonlocal done
+        episode_seed = None if seed is None else seed + 7919 * (first_task_index + task_index) + 104729 * sample_index
         async with limit:
-            return await run_episode(
+            trajectory = await run_episode(
                 task, engine, config, verify, tools, seed=episode_seed,
                 group_id=f"{task.id}#{seed if seed is not None else 'x'}", sample_index=sample_index, predicate=predicate,
             )
+        done += 1
+        if progress is not None:
+            progress(done, total)
+        return trajectory
 
-    started = time.perf_counter()
+    started, engine_busy = time.perf_counter(), getattr(engine, "busy_s", 0.0)
     jobs = [one(i, task, j) for i, task in enumerate(tasks) for j in range(group_size)]
     trajectories = tuple(await asyncio.gather(*jobs))
-    return RolloutBatch(trajectories, summarize(trajectories, time.perf_counter() - started, sandbox_workers))
+    wall_s = time.perf_counter() - started
+    return RolloutBatch(trajectories, summarize(trajectories, wall_s, sandbox_workers, getattr(engine, "busy_s", 0.0) - engine_busy))
 
 
 def rollout(tasks: Sequence[Task], engine: Engine, config: EpisodeConfig, **options) -> RolloutBatch:
@@ -78,7 +95,7 @@ def rollout(tasks: Sequence[Task], engine: Engine, config: EpisodeConfig, **opti
     return asyncio.run(arollout(tasks, engine, config, **options))
 
 
-def summarize(trajectories: Sequence[Trajectory], wall_s: float, sandbox_workers: int = 1) -> RolloutMetrics:
+def summarize(trajectories: Sequence[Trajectory], wall_s: float, sandbox_workers: int = 1, engine_busy_s: float = 0.0) -> RolloutMetrics:
     generated = sum(sum(t.loss_mask) if t.loss_mask else sum(len(x.token_ids) for x in t.turns if x.role == "assistant") for t in trajectories)
     scored = [t for t in trajectories if t.score is not None and t.score.status == "scored"]
     tools_s = sum(t.timings.get("tools_s", 0.0) for t in trajectories)
@@ -89,6 +106,7 @@ def summarize(trajectories: Sequence[Trajectory], wall_s: float, sandbox_workers
         generated_tokens=generated,
         rollout_tokens_per_s=round(generated / wall, 2),
         generate_busy_s=round(sum(t.timings.get("generate_s", 0.0) for t in trajectories), 4),
+        engine_busy_s=round(engine_busy_s, 4),
         tools_busy_s=round(tools_s, 4),
         verify_busy_s=round(sum(t.timings.get("verify_s", 0.0) for t in trajectories), 4),
         sandbox_busy_fraction=round(min(1.0, tools_s / (wall * max(sandbox_workers, 1))), 4),

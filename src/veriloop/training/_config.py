@@ -91,6 +91,20 @@ class RunSection(Section):
     progress: bool = Field(default=True, description="show a progress bar")
 
 
+class PipelineSection(Section):
+    mode: Literal["sync", "async"] = Field(default="sync", description="sync: generate, then train; async: generation runs ahead while the trainer trains")
+    max_staleness: int = Field(default=1, ge=0, description="async: policy versions a trajectory may lag the trainer (0 reproduces sync exactly)")
+    is_cap: float = Field(default=2.0, ge=1, description="async: cap of the truncated importance weight of stale tokens")
+    backend: Literal["local", "ray"] = Field(default="local", description="where rollout workers run: in this process, or as Ray actors")
+    ray_address: str = Field(default="", description="ray: cluster to join (e.g. 127.0.0.1:6379); empty starts a local one")
+    workers: int = Field(default=1, ge=1, description="ray: rollout worker actors (each with its own model copy and sandboxes)")
+    worker_cpus: float = Field(default=1.0, gt=0, description="ray: CPUs reserved by each rollout worker")
+    worker_retries: int = Field(default=2, ge=0, description="ray: times a failed shard is retried on a fresh worker")
+    sandbox_workers: int = Field(default=2, ge=1, description="sandbox processes per rollout worker (code tools)")
+    torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads for this process (0: torch's default)")
+    stall_after_s: float = Field(default=300.0, gt=0, description="report a phase that made no progress for this long")
+
+
 class TrainConfig(Section):
     model: ModelSection = Field(default_factory=ModelSection)
     data: DataSection = Field(default_factory=DataSection)
@@ -99,6 +113,7 @@ class TrainConfig(Section):
     optim: OptimSection = Field(default_factory=OptimSection)
     run: RunSection = Field(default_factory=RunSection)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)  # multi-domain runs (veriloop.scheduling)
+    pipeline: PipelineSection = Field(default_factory=PipelineSection)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -109,6 +124,9 @@ class TrainConfig(Section):
         if self.schedule.normalization != "none" and self.algorithm.advantage == "grpo":
             raise ValueError("schedule.normalization has no effect with algorithm.advantage=grpo, which rescales each "
                              "group by its own std; use dr_grpo, rloo or reinforce_pp, or normalization: none")
+        if self.pipeline.mode == "async" and self.schedule.active:
+            raise ValueError("pipeline.mode=async does not support a schedule section yet; use pipeline.mode=sync "
+                             "for multi-domain scheduled runs")
         return self
 
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import random
@@ -19,17 +20,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from veriloop.algorithms import AGGREGATIONS, compute_advantages, kl_penalty, policy_loss
+from veriloop.algorithms import AGGREGATIONS, compute_advantages, kl_penalty, policy_loss, truncated_importance_weights
 from veriloop.core import Task, Trajectory, UserError
-from veriloop.rollout import EpisodeConfig, HFEngine, LeanDecoder, StopConfig, TrajectoryStore, rollout
+from veriloop.rollout import HFEngine, LeanDecoder, TrajectoryStore, rollout
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
 from veriloop.training._batch import TokenBatch, completion_logprobs, token_batch
 from veriloop.training._checkpoint import list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
 from veriloop.training._config import TrainConfig
 from veriloop.training._data import SamplerState, TaskSampler
+from veriloop.training._heartbeat import Heartbeats, Stall
+from veriloop.training._ledger import PromptLedger
 from veriloop.training._metrics import MetricsLogger
 from veriloop.training._model import load_policy, reference_model, save_final
+from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, staleness_metrics
+from veriloop.training._workers import ROLLOUT_BACKENDS, RolloutBackend, SharedBackend, WorkerSpec, episode_config, sandbox_tools, trainable_state
 
 
 def seed_everything(seed: int) -> None:
@@ -52,7 +57,9 @@ class RLTrainer:
                                                    heldout=self.heldout) if config.schedule.active else None
         self.tasks = self.schedule.tasks if self.schedule is not None else (list(tasks) if tasks is not None else load_tasks(config.data.train))
         self._owns_tools = tools is None
-        self.tools = tools if tools is not None else _sandbox_tools(config)
+        self.tools = tools if tools is not None else sandbox_tools(config.rollout.tools, config.pipeline.sandbox_workers)
+        if config.pipeline.torch_threads:
+            torch.set_num_threads(config.pipeline.torch_threads)
         checkpoints = list_checkpoints(self.checkpoint_dir)
         resume_from = checkpoints[-1] if checkpoints else None
         self.model, self.tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
@@ -65,27 +72,36 @@ class RLTrainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warmup))
         self.sampler = self.schedule if self.schedule is not None else TaskSampler(self.tasks, config.run.seed)
         self.step_index = 0
-        self.episode = EpisodeConfig(
-            temperature=config.rollout.temperature, top_p=config.rollout.top_p,
-            max_tokens_per_turn=config.rollout.max_tokens, tools=config.rollout.tools,
-            stop=StopConfig(max_turns=config.rollout.max_turns, max_total_tokens=config.rollout.max_tokens * config.rollout.max_turns * 4),
-        )
+        self.draws = 0  # prompts drawn by the steps trained so far (the ledger's length)
+        self.trained_sampler_state = self.sampler.state  # the cursor as of the last trained step
+        self.episode = episode_config(config)
+        self.spec = WorkerSpec.from_config(config)
         self.metrics = MetricsLogger(self.out, config.run.loggers, config.model_dump(mode="json"))
         self.store = TrajectoryStore(self.out / "trajectories") if config.run.save_trajectories else None
+        self.ledger = PromptLedger(self.out)
+        self.heartbeats = Heartbeats(config.pipeline.stall_after_s, self.out, on_stall=_warn_stall)
         if resume_from is not None:
             self._resume(resume_from)
+        self._next_draw = self.draws  # the producer's count, ahead of ``draws`` in async mode
+        self.backend = self._rollout_backend()
+        self.pipeline: AsyncSampler | None = None
+        self._busy = {"generator": 0.0, "trainer": 0.0}
+        self._started = time.monotonic()
 
     # ---- the algorithm ---------------------------------------------------------------------
 
     def step(self) -> dict[str, Any]:
         """One RL step. Returns its metrics (also logged)."""
-        algo, started = self.config.algorithm, time.perf_counter()
+        algo = self.config.algorithm
         # 1-3. Sample groups; the rollout scores them with the verifiers. Groups with no
-        # signal (all rewards equal) are dropped and refilled from fresh prompts.
-        groups, sampling = self._sample_groups()
+        # signal (all rewards equal) are dropped and refilled from fresh prompts. In async
+        # mode the batch was sampled ahead, by a policy at most max_staleness versions old.
+        sampled, waited_s, queue_depth = self._next_batch()
+        started = time.perf_counter()
         self.step_index += 1
+        groups = sampled.groups
         if not groups:
-            return self._log({"skipped": 1, **sampling, **self._schedule_metrics(groups), "time/step_s": time.perf_counter() - started})
+            return self._finish_step(sampled, {"skipped": 1, **sampled.sampling, **self._schedule_metrics(groups)}, waited_s, queue_depth, started)
         trajectories = [t for group in groups for t in group]
         # 4. Rewards, shaped: overlong answers penalised, KL as a reward penalty if asked.
         rewards, keep_mask = self._shaped_rewards(trajectories)
@@ -97,59 +113,109 @@ class RLTrainer:
         # 5. Advantages per group, from rewards put on a per-domain scale when the schedule normalises.
         scaled = rewards if self.schedule is None else self.schedule.normalize(rewards, [t.domain for t in trajectories], self.config.rollout.group_size)
         advantages = compute_advantages(algo.advantage, scaled, self.config.rollout.group_size)
-        # 6. Old log-probs: the sampler's, or recomputed (and the mismatch measured).
-        old_logprobs, mismatch = self._old_logprobs(batch)
+        # 6. Old log-probs: the sampler's, or recomputed (and the mismatch measured). Stale
+        # samples are trained against the current policy, reweighted by truncated IS.
+        old_logprobs, importance, correction = self._old_logprobs(batch, stale=sampled.policy_version < self.version)
         # 7. Clipped policy loss over micro-batches, gradient accumulation, optimizer step.
-        update = self._update(batch, old_logprobs, advantages, reference_logprobs)
-        # 8. Weight sync: the engine shares the model; the new version tags later samples.
-        self.engine.update_weights(None, self.engine.policy_version + 1)
+        update = self._update(batch, old_logprobs, advantages, reference_logprobs, importance)
+        # 8. Weight sync: the new version goes to the rollout backend and tags later samples.
+        self._publish_weights(self.version + 1)
         if self.store is not None:
             self.store.append(trajectories)
-        return self._log({
-            **sampling, **update, **mismatch, **self._schedule_metrics(groups),
+        return self._finish_step(sampled, {
+            **sampled.sampling, **update, **correction, **self._schedule_metrics(groups),
+            **staleness_metrics(trajectories, self.version - 1),
             "reward/mean": float(torch.tensor([t.reward for t in trajectories]).mean()),
             "reward/shaped_mean": float(rewards.mean()),
             "pass_rate": sum(t.score.passed for t in trajectories) / len(trajectories),
             "response_tokens/mean": float(batch.loss_mask.sum(1).mean()),
-            "policy_version": self.engine.policy_version,
-            "time/step_s": time.perf_counter() - started,
+        }, waited_s, queue_depth, started)
+
+    @property
+    def version(self) -> int:
+        """The trainer's policy version: how many updates its weights have had."""
+        return self.engine.policy_version
+
+    def _next_batch(self) -> tuple[SampledBatch, float, int]:
+        """The batch of the next step, the seconds the trainer waited for it, the queue depth it found."""
+        if self.pipeline is not None:
+            with self.heartbeats.phase("train", f"step {self.step_index + 1}: waiting for its batch"):
+                return self.pipeline.next()
+        sampled = self._sample_batch(self.step_index + 1)
+        return sampled, sampled.busy_s, 0
+
+    def _finish_step(self, sampled: SampledBatch, metrics: dict[str, Any], waited_s: float, queue_depth: int, started: float) -> dict[str, Any]:
+        """Accounting shared by trained and skipped steps: ledger, cursor, utilisation, log."""
+        self.ledger.record(self.step_index, sampled.draws)
+        self.draws += len(sampled.draws)
+        self.trained_sampler_state = sampled.sampler_state
+        busy_s = time.perf_counter() - started
+        self._busy["trainer"] += busy_s
+        self._busy["generator"] += sampled.busy_s
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        return self._log({
+            **metrics,
+            "policy_version": self.version,
+            "util/trainer_busy_s": busy_s, "util/trainer_wait_s": waited_s,
+            "util/generator_busy_s": sampled.busy_s, "util/generator_wait_s": sampled.wait_s,
+            "util/inference_to_training": sampled.busy_s / max(busy_s, 1e-9),
+            "util/trainer_busy_fraction": min(1.0, self._busy["trainer"] / elapsed),
+            "util/generator_busy_fraction": min(1.0, self._busy["generator"] / elapsed),
+            "util/queue_depth": queue_depth,
+            "time/step_s": busy_s + waited_s,
         })
 
     @property
     def reference_needed(self) -> bool:
         return self.config.algorithm.beta > 0
 
-    def _sample_groups(self) -> tuple[list[list[Trajectory]], dict[str, Any]]:
+    def _sample_batch(self, step: int) -> SampledBatch:
+        """Groups for ``step``: sampling rounds until ``prompts_per_step`` groups have signal.
+
+        Runs on the producer thread in async mode: it touches only the sampler and the backend.
+        """
         cfg, algo = self.config.rollout, self.config.algorithm
         kept: list[list[Trajectory]] = []
+        draws: list[Draw] = []
         counts = {"groups/no_signal": 0, "groups/infra_error": 0, "groups/sampled": 0}
-        rounds, rollout_s, generated = 0, 0.0, 0
+        rounds, rollout_s, generated, engine_s, sandbox = 0, 0.0, 0, 0.0, 0.0
         all_rewards: list[float] = []
+        version = self.backend.policy_version
+        started = time.monotonic()
         while len(kept) < cfg.prompts_per_step and rounds <= (algo.max_refills if algo.dynamic_sampling else 0):
             tasks = self.sampler.next(cfg.prompts_per_step - len(kept))
-            seed = self.config.run.seed * 1_000_003 + self.step_index * 101 + rounds
-            batch = rollout(tasks, self.engine, self.episode, group_size=cfg.group_size, concurrency=cfg.concurrency, seed=seed, tools=self.tools)
+            seed = self.config.run.seed * 1_000_003 + (step - 1) * 101 + rounds
+            doing = f"step {step}, round {rounds + 1}: {len(tasks)} prompts x {cfg.group_size} samples"
+            self.heartbeats.beat("rollout", doing)
+            batch = self.backend.rollout(tasks, cfg.group_size, seed, progress=lambda done, total: self.heartbeats.beat("rollout", f"{doing}, {done}/{total} episodes done"))
             rounds += 1
             if self.schedule is not None:  # every group, kept or not, informs the curriculum
                 self.schedule.observe(batch.trajectories)
             rollout_s += batch.metrics.wall_s
             generated += batch.metrics.generated_tokens
+            engine_s += batch.metrics.engine_busy_s
+            sandbox += batch.metrics.sandbox_busy_fraction * batch.metrics.wall_s
             for start in range(0, len(batch.trajectories), cfg.group_size):
                 group = list(batch.trajectories[start : start + cfg.group_size])
                 counts["groups/sampled"] += 1
-                if any(t.reward is None for t in group):
+                outcome = _group_outcome(group, algo.dynamic_sampling)
+                draws.append(Draw(self._next_draw + len(draws), group[0].task_id, "trained" if outcome is None else "dropped", outcome or ""))
+                if outcome == "infra_error":
                     counts["groups/infra_error"] += 1
                     continue
                 all_rewards += [t.reward for t in group]
-                if algo.dynamic_sampling and len({t.reward for t in group}) == 1:
+                if outcome == "no_signal":
                     counts["groups/no_signal"] += 1
                     continue
                 kept.append(group)
-        return kept, {
+        self.heartbeats.idle("rollout")
+        self._next_draw += len(draws)
+        return SampledBatch(step, kept, {
             **counts, "groups/kept": len(kept), "sampling_rounds": rounds,
             "reward/sampled_mean": sum(all_rewards) / len(all_rewards) if all_rewards else 0.0,
             "time/rollout_s": rollout_s, "rollout_tokens_per_s": generated / max(rollout_s, 1e-9),
-        }
+            "util/engine_busy_s": engine_s, "util/sandbox_busy_fraction": sandbox / max(rollout_s, 1e-9),
+        }, draws, copy.deepcopy(self.sampler.state), version, busy_s=time.monotonic() - started)
 
     def _shaped_rewards(self, trajectories: list[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
         """Rewards (N,) after overlong shaping, and a (N,) 0/1 mask of trajectories to train on."""
@@ -182,33 +248,49 @@ class RLTrainer:
                 out.append(logprobs.cpu())
         return torch.cat(out)
 
-    def _old_logprobs(self, batch: TokenBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        if not self.config.algorithm.recompute_logprobs:
-            return batch.sampler_logprobs, {}
+    def _old_logprobs(self, batch: TokenBatch, stale: bool) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
+        """Old log-probs (B, C) for the ratio, per-token importance weights (or None), metrics.
+
+        Fresh samples: the sampler's log-probs, or recomputed ones when asked. Stale samples
+        (async mode): the ratio is taken against the current policy (recomputed, "proximal"),
+        and each token is reweighted by min(pi_current / pi_sampler, is_cap).
+        """
+        if not (stale or self.config.algorithm.recompute_logprobs):
+            return batch.sampler_logprobs, None, {}
         with torch.no_grad():
             recomputed = torch.cat([completion_logprobs(self.model, batch.select(r), self.config.rollout.temperature, lean=self.engine.lean)[0].cpu() for r in self._micro_batches(batch)])
         diff = (recomputed - batch.sampler_logprobs).abs() * batch.loss_mask
         tokens = batch.loss_mask.sum().clamp(min=1)
-        return recomputed, {"logprob_mismatch/mean_abs": float(diff.sum() / tokens), "logprob_mismatch/max_abs": float(diff.max())}
+        metrics = {"logprob_mismatch/mean_abs": float(diff.sum() / tokens), "logprob_mismatch/max_abs": float(diff.max())}
+        if not stale:
+            return recomputed, None, metrics
+        weights = truncated_importance_weights(recomputed, batch.sampler_logprobs, self.config.pipeline.is_cap)
+        mask = batch.loss_mask.bool()
+        metrics["is_weight/mean"] = float(weights[mask].mean()) if mask.any() else 1.0
+        metrics["is_weight/truncated_fraction"] = float((weights[mask] >= self.config.pipeline.is_cap).float().mean()) if mask.any() else 0.0
+        return recomputed, weights, metrics
 
-    def _update(self, batch: TokenBatch, old_logprobs: torch.Tensor, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None) -> dict[str, float]:
+    def _update(self, batch: TokenBatch, old_logprobs: torch.Tensor, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None,
+                importance: torch.Tensor | None = None) -> dict[str, float]:
         """``updates_per_batch`` optimizer steps, each on the gradient of the whole batch."""
         optim = self.config.optim
         started = time.perf_counter()
         sums: dict[str, float] = {}
         self.model.train()
-        for _ in range(optim.updates_per_batch):
-            self.optimizer.zero_grad(set_to_none=True)
-            stats = self._accumulate_gradients(batch, old_logprobs, advantages, reference_logprobs)
-            for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value / optim.updates_per_batch
-            grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], optim.max_grad_norm)
-            self.optimizer.step()
-            self.scheduler.step()
+        with self.heartbeats.phase("train", f"step {self.step_index}: update on {len(batch)} sequences"):
+            for _ in range(optim.updates_per_batch):
+                self.optimizer.zero_grad(set_to_none=True)
+                stats = self._accumulate_gradients(batch, old_logprobs, advantages, reference_logprobs, importance)
+                for key, value in stats.items():
+                    sums[key] = sums.get(key, 0.0) + value / optim.updates_per_batch
+                grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], optim.max_grad_norm)
+                self.optimizer.step()
+                self.scheduler.step()
         self.model.eval()
         return {**sums, "grad_norm": float(grad_norm), "lr": self.scheduler.get_last_lr()[0], "time/update_s": time.perf_counter() - started}
 
-    def _accumulate_gradients(self, batch: TokenBatch, old_logprobs: torch.Tensor, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None) -> dict[str, float]:
+    def _accumulate_gradients(self, batch: TokenBatch, old_logprobs: torch.Tensor, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None,
+                              importance: torch.Tensor | None = None) -> dict[str, float]:
         """Backward the loss micro-batch by micro-batch; returns batch-weighted loss statistics.
 
         Each micro-batch's loss is weighted by its share of the batch (tokens for token-mean,
@@ -227,6 +309,7 @@ class RLTrainer:
             loss, stats = policy_loss(
                 logprobs, old_logprobs[rows].to(device), advantages[rows].to(device), mask,
                 clip_low=algo.clip_low, clip_high=algo.clip_high, aggregation=algo.aggregation, dual_clip=algo.dual_clip,
+                importance_weights=None if importance is None else importance[rows].to(device),
             )
             stats["policy_loss"] = float(loss.detach())
             if reference_logprobs is not None and algo.kl_mode == "loss":
@@ -261,31 +344,81 @@ class RLTrainer:
         run = self.config.run
         history = []
         self._seesaw_check()  # the baseline, before the first step
-        while self.step_index < run.steps and not (self.schedule is not None and self.schedule.stop_requested):
-            metrics = self.step()
-            if run.eval_every and self.heldout and self.step_index % run.eval_every == 0:
-                evaluation = self.evaluate()
-                self.metrics.log(self.step_index, evaluation)
-                metrics.update(evaluation)
-            metrics.update(self._seesaw_check())
-            if run.checkpoint_every and self.step_index % run.checkpoint_every == 0:
-                self.save_checkpoint()
-            history.append(metrics)
-            if on_step is not None:
-                on_step(self.step_index, metrics)
+        self._start_pipeline()
+        try:
+            while self.step_index < run.steps and not (self.schedule is not None and self.schedule.stop_requested):
+                metrics = self.step()
+                if run.eval_every and self.heldout and self.step_index % run.eval_every == 0:
+                    with self.heartbeats.phase("evaluate", f"step {self.step_index}: {len(self.heldout)} held-out tasks"):
+                        evaluation = self.evaluate()
+                    self.metrics.log(self.step_index, evaluation)
+                    metrics.update(evaluation)
+                metrics.update(self._seesaw_check())
+                if run.checkpoint_every and self.step_index % run.checkpoint_every == 0:
+                    self.save_checkpoint()
+                history.append(metrics)
+                if on_step is not None:
+                    on_step(self.step_index, metrics)
+        finally:
+            self._stop_pipeline()
         if not run.checkpoint_every or self.step_index % run.checkpoint_every:
             self.save_checkpoint()
         save_final(self.model, self.tokenizer, self.out / "final")
-        self.metrics.close()
-        if self._owns_tools and self.tools is not None:
-            self.tools.sandbox.close()
+        self.close()
         return history
 
+    def close(self) -> None:
+        """Release the rollout backend, the sandbox tools and the loggers."""
+        self._stop_pipeline()
+        self.backend.close()
+        self.metrics.close()
+        self.heartbeats.close()
+        if self._owns_tools and self.tools is not None:
+            self.tools.sandbox.close()
+            self.tools = None
+
+    def _start_pipeline(self) -> None:
+        """Async mode: the producer thread starts sampling ahead of the trainer."""
+        pipeline = self.config.pipeline
+        if pipeline.mode == "async" and self.pipeline is None:
+            self.pipeline = AsyncSampler(self._sample_batch, self.backend.set_weights, first_step=self.step_index + 1,
+                                         last_step=self.config.run.steps, version=self.version,
+                                         max_staleness=pipeline.max_staleness).start()
+
+    def _stop_pipeline(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
+            self.pipeline = None
+
+    def _rollout_backend(self) -> RolloutBackend:
+        """The trainer's own engine when sync and local; otherwise a backend with its own weights."""
+        pipeline = self.config.pipeline
+        if pipeline.mode == "sync" and pipeline.backend == "local":
+            return SharedBackend(self.engine, self.spec, self.tools)
+        backend = ROLLOUT_BACKENDS.get(pipeline.backend)(self.config, self.spec, self.model, self.tokenizer)
+        backend.set_weights(self.version, None)
+        return backend
+
+    def _publish_weights(self, version: int) -> None:
+        """After an update: tag the trainer's engine and send the weights to the rollout backend."""
+        self.engine.update_weights(None, version)  # the trainer's engine shares its model
+        if isinstance(self.backend, SharedBackend):
+            return
+        state = trainable_state(self.model)
+        if self.pipeline is not None:
+            self.pipeline.publish(version, state)  # loaded by the producer between batches
+        else:
+            self.backend.set_weights(version, state)
+
     def save_checkpoint(self) -> Path:
-        return save_checkpoint(
-            self.checkpoint_dir, self.step_index, self.model, self.tokenizer, self.optimizer, self.scheduler,
-            self.sampler.state, {"policy_version": self.engine.policy_version}, self.config.run.keep_checkpoints,
-        )
+        # In async mode the sampler has run ahead; the checkpoint keeps the cursor of the last
+        # trained step, so a resumed run draws the prompts of untrained batches again.
+        sampler_state = self.trained_sampler_state if self.config.pipeline.mode == "async" else self.sampler.state
+        with self.heartbeats.phase("checkpoint", f"step {self.step_index}: saving"):
+            return save_checkpoint(
+                self.checkpoint_dir, self.step_index, self.model, self.tokenizer, self.optimizer, self.scheduler,
+                sampler_state, {"policy_version": self.version, "draws": self.draws}, self.config.run.keep_checkpoints,
+            )
 
     def _resume(self, checkpoint: Path) -> None:
         state = load_trainer_state(checkpoint)
@@ -299,8 +432,11 @@ class RLTrainer:
             if set(state["sampler"]) != fields:
                 raise UserError(f"{checkpoint}: saved by a run with a schedule section; resume it with the same config")
             self.sampler = TaskSampler(self.tasks, self.config.run.seed, SamplerState(**state["sampler"]))
+        self.trained_sampler_state = copy.deepcopy(self.sampler.state)
         self.step_index = state["step"]
         self.engine.policy_version = state["extra"]["policy_version"]
+        self.draws = state["extra"].get("draws", 0)
+        self.ledger.truncate(self.draws)
         self.metrics.truncate_after(self.step_index)
 
     def _schedule_metrics(self, groups: list[list[Trajectory]]) -> dict[str, Any]:
@@ -320,14 +456,19 @@ class RLTrainer:
         return metrics
 
 
-def _sandbox_tools(config: TrainConfig) -> Any:
-    """Sandbox-backed tools when the episodes may run code; None when they cannot."""
-    if not {"python", "shell"} & set(config.rollout.tools):
-        return None
-    from veriloop.rollout import SandboxTools
-    from veriloop.sandbox import Sandbox
+def _group_outcome(group: list[Trajectory], dynamic_sampling: bool) -> str | None:
+    """None when the group is trained on; otherwise why it is dropped."""
+    if any(t.reward is None for t in group):
+        return "infra_error"
+    if dynamic_sampling and len({t.reward for t in group}) == 1:
+        return "no_signal"
+    return None
 
-    return SandboxTools(Sandbox(workers=2))
+
+def _warn_stall(stall: Stall) -> None:
+    import sys
+
+    print(f"veriloop: {stall.phase} has made no progress for {stall.quiet_s:.0f} s: {stall.doing}", file=sys.stderr, flush=True)
 
 
 def read_metrics(out: str | Path) -> list[dict[str, Any]]:

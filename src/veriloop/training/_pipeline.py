@@ -1,0 +1,155 @@
+"""The asynchronous pipeline: generation runs ahead of the trainer, by a bounded number of versions.
+
+A producer thread builds the batch of step ``k`` (sampling rounds, refills and all) once the
+trainer has published policy version ``k - 1 - max_staleness`` or later, and puts it on a queue;
+the trainer takes batches in step order. So a trajectory trained on at step ``k`` was sampled by
+a version at most ``max_staleness`` older than the trainer's, and ``max_staleness = 0`` is the
+synchronous algorithm exactly (the producer waits for every update, as the sync loop does).
+
+Batches are built whole and in draw order, so slow (long) rollouts are never overtaken by fast
+ones and never biased out of training.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from veriloop.core import Trajectory
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One prompt drawn from the sampler, and what became of it."""
+
+    index: int  # position in the run's sequence of draws (0, 1, 2, ...)
+    task_id: str
+    outcome: str  # "trained" or "dropped"
+    reason: str = ""  # why a dropped group was dropped: "no_signal", "infra_error"
+
+
+@dataclass(frozen=True)
+class SampledBatch:
+    """What the trainer consumes at one step: the kept groups and the bookkeeping of their making."""
+
+    step: int  # the step that trains on it (1-based)
+    groups: list[list[Trajectory]]
+    sampling: dict[str, Any]  # metrics of the sampling rounds
+    draws: list[Draw]  # every prompt drawn for this batch, kept or dropped, in draw order
+    sampler_state: Any  # the sampler's cursor right after this batch was drawn (for checkpoints)
+    policy_version: int  # the weights it was sampled with
+    wait_s: float = 0.0  # how long the producer waited for weights or queue space before sampling it
+    busy_s: float = 0.0  # how long sampling it took
+    ready_at: float = field(default_factory=time.monotonic)
+
+
+class _Failed:
+    """A producer error carried through the queue to the trainer thread."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+class AsyncSampler:
+    """Runs ``sample(step)`` on a producer thread, at most ``max_staleness`` versions ahead.
+
+    ``publish(version, state)`` hands new weights to the producer; it loads them into the
+    rollout backend (``apply(version, state)``) before it starts the next batch, never mid-batch.
+    """
+
+    def __init__(self, sample: Callable[[int], SampledBatch], apply: Callable[[int, Any], None], *,
+                 first_step: int, last_step: int, version: int, max_staleness: int):
+        self._sample, self._apply = sample, apply
+        self._next_step, self._last_step = first_step, last_step
+        self.max_staleness = max_staleness
+        self._version = version  # latest published policy version
+        self._pending: tuple[int, Any] | None = None  # weights published but not yet applied
+        self._ready: queue.Queue[SampledBatch | _Failed] = queue.Queue(maxsize=max_staleness + 1)
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="veriloop-producer", daemon=True)
+
+    def start(self) -> AsyncSampler:
+        self._thread.start()
+        return self
+
+    def publish(self, version: int, state: Any) -> None:
+        with self._changed:
+            self._version = version
+            self._pending = (version, state)
+            self._changed.notify_all()
+
+    def next(self) -> tuple[SampledBatch, float, int]:
+        """The next batch, the seconds the trainer waited for it, and the queue depth it found."""
+        depth = self._ready.qsize()
+        started = time.monotonic()
+        item = self._ready.get()
+        if isinstance(item, _Failed):
+            raise item.error
+        return item, time.monotonic() - started, depth
+
+    @property
+    def queue_depth(self) -> int:
+        return self._ready.qsize()
+
+    def close(self) -> None:
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        while self._thread.is_alive():
+            try:  # unblock a producer waiting for queue space
+                self._ready.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self._thread.join()
+
+    def _run(self) -> None:
+        while self._next_step <= self._last_step:
+            step = self._next_step
+            waited = time.monotonic()
+            with self._changed:
+                # Batch k may use any version >= k - 1 - max_staleness.
+                self._changed.wait_for(lambda: self._stopping or self._version >= step - 1 - self.max_staleness)
+                if self._stopping:
+                    return
+                pending, self._pending = self._pending, None
+            try:
+                if pending is not None:
+                    self._apply(*pending)
+                started = time.monotonic()
+                batch = self._sample(step)
+                item: SampledBatch | _Failed = _with_timing(batch, started - waited, time.monotonic() - started)
+            except BaseException as error:  # noqa: BLE001  (re-raised on the trainer thread)
+                item = _Failed(error)
+            if not self._put(item) or isinstance(item, _Failed):
+                return
+            self._next_step += 1
+
+    def _put(self, item: SampledBatch | _Failed) -> bool:
+        while True:
+            with self._changed:
+                if self._stopping:
+                    return False
+            try:
+                self._ready.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+
+
+def _with_timing(batch: SampledBatch, wait_s: float, busy_s: float) -> SampledBatch:
+    return SampledBatch(batch.step, batch.groups, batch.sampling, batch.draws, batch.sampler_state,
+                        batch.policy_version, wait_s=wait_s, busy_s=busy_s)
+
+
+def staleness_metrics(trajectories: list[Trajectory], trainer_version: int) -> dict[str, float]:
+    """Mean, max and histogram (``staleness/hist/<k>``: trajectories k versions old) of a batch."""
+    ages = [trainer_version - (t.policy_version or 0) for t in trajectories]
+    metrics: dict[str, float] = {"staleness/mean": sum(ages) / max(len(ages), 1), "staleness/max": float(max(ages, default=0))}
+    for age in sorted(set(ages)):
+        metrics[f"staleness/hist/{age}"] = float(ages.count(age))
+    return metrics
