@@ -106,3 +106,16 @@ def test_kill_and_resume_keeps_exactly_once_accounting(tmp_path, tiny_model_dir,
         trained = [r for r in ledger if r["step"] == step and r["outcome"] == "trained"]
         assert len(trained) <= 3
     assert all(r["outcome"] == "trained" or r["reason"] in ("no_signal", "infra_error") for r in ledger)
+
+
+def test_steps_without_an_update_do_not_stall_the_producer(make_config):
+    """Every group has no signal: no step updates, and the pipeline still runs to the end."""
+    from veriloop.core import Task
+
+    impossible = [Task(id=f"x{i}", domain="none", prompt=f"Say {i}.", verifier={"kind": "regex", "pattern": "^never-[0-9]{40}$"}) for i in range(8)]
+    trainer = RLTrainer(make_config(name="skips", run={"steps": 3}, algorithm={"max_refills": 0},
+                                    pipeline={"mode": "async", "max_staleness": 1, "stall_after_s": 60}), tasks=impossible)
+    history = trainer.train()
+    assert [m.get("skipped") for m in history] == [1, 1, 1]
+    ledger = read_ledger(trainer.out)
+    assert ledger_summary(ledger) == {"draws": 12, "trained": 0, "dropped": {"no_signal": 12}, "exactly_once": True}

@@ -37,6 +37,7 @@ class RolloutSection(Section):
     max_tokens: int = Field(default=64, ge=1, description="new tokens per model turn")
     max_turns: int = Field(default=1, ge=1, description="model turns per episode")
     tools: tuple[str, ...] = Field(default=(), description="tools for multi-turn episodes: python, shell, submit")
+    feedback_on_fail: bool = Field(default=False, description="after a failing answer, show the verifier's feedback and let the model retry (up to max_turns)")
     concurrency: int = Field(default=256, ge=1, description="episodes in flight at once")
     max_batch_size: int = Field(default=256, ge=1, description="rows per generation batch")
 

@@ -1,10 +1,12 @@
 """The asynchronous pipeline: generation runs ahead of the trainer, by a bounded number of versions.
 
 A producer thread builds the batch of step ``k`` (sampling rounds, refills and all) once the
-trainer has published policy version ``k - 1 - max_staleness`` or later, and puts it on a queue;
-the trainer takes batches in step order. So a trajectory trained on at step ``k`` was sampled by
-a version at most ``max_staleness`` older than the trainer's, and ``max_staleness = 0`` is the
-synchronous algorithm exactly (the producer waits for every update, as the sync loop does).
+trainer has finished step ``k - 1 - max_staleness``, with the newest weights published by then,
+and puts it on a queue; the trainer takes batches in step order. A step makes at most one update,
+so a trajectory trained on at step ``k`` was sampled by a policy at most ``max_staleness``
+versions older than the trainer's, and ``max_staleness = 0`` is the synchronous algorithm exactly
+(the producer waits for every step, as the sync loop does). Gating on steps rather than versions
+keeps the producer going when a step makes no update (every group dropped).
 
 Batches are built whole and in draw order, so slow (long) rollouts are never overtaken by fast
 ones and never biased out of training.
@@ -55,18 +57,19 @@ class _Failed:
 
 
 class AsyncSampler:
-    """Runs ``sample(step)`` on a producer thread, at most ``max_staleness`` versions ahead.
+    """Runs ``sample(step)`` on a producer thread, at most ``max_staleness`` steps ahead.
 
-    ``publish(version, state)`` hands new weights to the producer; it loads them into the
-    rollout backend (``apply(version, state)``) before it starts the next batch, never mid-batch.
+    ``step_done(step, version, state)`` tells the producer a step is trained and hands it the
+    new weights (``state`` None: the step made no update); the producer loads them into the
+    rollout backend (``apply(version, state)``) before it starts its next batch, never mid-batch.
     """
 
     def __init__(self, sample: Callable[[int], SampledBatch], apply: Callable[[int, Any], None], *,
-                 first_step: int, last_step: int, version: int, max_staleness: int):
+                 first_step: int, last_step: int, max_staleness: int):
         self._sample, self._apply = sample, apply
         self._next_step, self._last_step = first_step, last_step
         self.max_staleness = max_staleness
-        self._version = version  # latest published policy version
+        self._trained = first_step - 1  # steps the trainer has finished
         self._pending: tuple[int, Any] | None = None  # weights published but not yet applied
         self._ready: queue.Queue[SampledBatch | _Failed] = queue.Queue(maxsize=max_staleness + 1)
         self._changed = threading.Condition()
@@ -77,10 +80,11 @@ class AsyncSampler:
         self._thread.start()
         return self
 
-    def publish(self, version: int, state: Any) -> None:
+    def step_done(self, step: int, version: int, state: Any) -> None:
         with self._changed:
-            self._version = version
-            self._pending = (version, state)
+            self._trained = step
+            if state is not None:
+                self._pending = (version, state)
             self._changed.notify_all()
 
     def next(self) -> tuple[SampledBatch, float, int]:
@@ -112,8 +116,8 @@ class AsyncSampler:
             step = self._next_step
             waited = time.monotonic()
             with self._changed:
-                # Batch k may use any version >= k - 1 - max_staleness.
-                self._changed.wait_for(lambda: self._stopping or self._version >= step - 1 - self.max_staleness)
+                # Batch k may be sampled once step k - 1 - max_staleness is trained.
+                self._changed.wait_for(lambda: self._stopping or self._trained >= step - 1 - self.max_staleness)
                 if self._stopping:
                     return
                 pending, self._pending = self._pending, None

@@ -85,6 +85,7 @@ class RLTrainer:
         self._next_draw = self.draws  # the producer's count, ahead of ``draws`` in async mode
         self.backend = self._rollout_backend()
         self.pipeline: AsyncSampler | None = None
+        self._unsent_weights: dict[str, torch.Tensor] | None = None
         self._busy = {"generator": 0.0, "trainer": 0.0}
         self._started = time.monotonic()
 
@@ -149,6 +150,9 @@ class RLTrainer:
         self.ledger.record(self.step_index, sampled.draws)
         self.draws += len(sampled.draws)
         self.trained_sampler_state = sampled.sampler_state
+        if self.pipeline is not None:  # the producer may start the batch this step was holding back
+            self.pipeline.step_done(self.step_index, self.version, self._unsent_weights)
+            self._unsent_weights = None
         busy_s = time.perf_counter() - started
         self._busy["trainer"] += busy_s
         self._busy["generator"] += sampled.busy_s
@@ -382,8 +386,7 @@ class RLTrainer:
         pipeline = self.config.pipeline
         if pipeline.mode == "async" and self.pipeline is None:
             self.pipeline = AsyncSampler(self._sample_batch, self.backend.set_weights, first_step=self.step_index + 1,
-                                         last_step=self.config.run.steps, version=self.version,
-                                         max_staleness=pipeline.max_staleness).start()
+                                         last_step=self.config.run.steps, max_staleness=pipeline.max_staleness).start()
 
     def _stop_pipeline(self) -> None:
         if self.pipeline is not None:
@@ -406,7 +409,7 @@ class RLTrainer:
             return
         state = trainable_state(self.model)
         if self.pipeline is not None:
-            self.pipeline.publish(version, state)  # loaded by the producer between batches
+            self._unsent_weights = state  # handed to the producer when the step is done
         else:
             self.backend.set_weights(version, state)
 

@@ -54,6 +54,7 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
     rollout = config.rollout
     return EpisodeConfig(
         temperature=rollout.temperature, top_p=rollout.top_p, max_tokens_per_turn=rollout.max_tokens, tools=rollout.tools,
+        feedback_on_fail=rollout.feedback_on_fail,
         stop=StopConfig(max_turns=rollout.max_turns, max_total_tokens=rollout.max_tokens * rollout.max_turns * 4),
     )
 
