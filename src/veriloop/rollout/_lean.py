@@ -100,7 +100,9 @@ class LeanDecoder:
         batch, steps, _ = hidden.shape
         freqs = positions[..., None].float() * self.inv_freq.to(hidden.device)  # (B, T, D/2)
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos().to(hidden.dtype)[:, None], emb.sin().to(hidden.dtype)[:, None]  # (B, 1, T, D)
+        cos = emb.cos().to(hidden.dtype)[:, None]  # (B, 1, T, D)
+        # rotate_half(x) * sin == roll(x, D/2) * [-sin, sin]: one roll instead of slices and a cat.
+        sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1).to(hidden.dtype)[:, None]
         keys_len = key_mask.shape[1]
         query_slots = torch.arange(cache_start, cache_start + steps, device=hidden.device)
         slots = torch.arange(keys_len, device=hidden.device)[None, :]
@@ -118,7 +120,8 @@ class LeanDecoder:
             q = q.reshape(batch, steps, self.heads, self.head_dim).transpose(1, 2)
             k = k.reshape(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2)
             v = v.reshape(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2)
-            q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+            half = self.head_dim // 2
+            q, k = q * cos + q.roll(half, -1) * sin, k * cos + k.roll(half, -1) * sin
             if cache is not None:
                 key_cache, value_cache = cache[index]
                 key_cache[:, :, cache_start : cache_start + steps] = k
@@ -152,10 +155,7 @@ def _rope_theta(config: Any) -> float:
 
 
 def _rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    if hidden.dtype == torch.float32:  # one fused op, the same values
+        return F.rms_norm(hidden, (hidden.shape[-1],), weight, eps)
     variance = hidden.float().pow(2).mean(-1, keepdim=True)
     return weight * (hidden.float() * torch.rsqrt(variance + eps)).to(hidden.dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)

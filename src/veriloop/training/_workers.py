@@ -15,7 +15,6 @@ its engine and its sandbox tools, so the same class runs in-process and as a Ray
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 from collections.abc import Callable, Sequence
@@ -24,7 +23,7 @@ from typing import Any, Protocol
 import torch
 
 from veriloop.core import Registry, Task
-from veriloop.rollout import EpisodeConfig, HFEngine, RolloutBatch, StopConfig, arollout
+from veriloop.rollout import EpisodeConfig, HFEngine, RolloutBatch, StopConfig, rollout
 from veriloop.training._config import ModelSection, TrainConfig
 
 
@@ -172,10 +171,10 @@ class LocalBackend:
 
 def run_rollout(engine: HFEngine, spec: WorkerSpec, tools: Any, tasks: Sequence[Task], group_size: int, seed: int,
                 first_task_index: int = 0, progress: Progress | None = None) -> RolloutBatch:
-    return asyncio.run(arollout(
+    return rollout(
         tasks, engine, spec.episode, group_size=group_size, concurrency=spec.concurrency, seed=seed, tools=tools,
         sandbox_workers=spec.sandbox_workers, first_task_index=first_task_index, progress=progress,
-    ))
+    )
 
 
 def sandbox_tools(tools: Sequence[str], workers: int) -> Any:
