@@ -28,8 +28,18 @@ def train(
             status = f"reward {metrics.get('reward/sampled_mean', 0):.3f}"
             if "eval/pass@1" in metrics:
                 status += f"  eval pass@1 {metrics['eval/pass@1']:.3f}"
+            if "util/trainer_busy_fraction" in metrics:
+                status += f"  busy: generator {metrics['util/generator_busy_fraction']:.0%} trainer {metrics['util/trainer_busy_fraction']:.0%}"
+            if metrics.get("staleness/mean"):
+                status += f"  staleness {metrics['staleness/mean']:.2f}"
             progress.update(bar, completed=step, status=status)
 
         trainer.train(on_step=report)
+    from veriloop.training import ledger_summary, read_ledger
+
+    accounting = ledger_summary(read_ledger(settings.run.out))
+    dropped = ", ".join(f"{count} {reason}" for reason, count in sorted(accounting["dropped"].items())) or "none"
+    console.print(f"prompts: {accounting['draws']} drawn, {accounting['trained']} trained, dropped: {dropped}"
+                  f"   ledger: {settings.run.out}/prompts.jsonl")
     console.print(f"final model: {settings.run.out}/final   metrics: {settings.run.out}/metrics.jsonl")
     return 0
