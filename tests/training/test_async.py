@@ -10,7 +10,7 @@ import yaml
 
 from veriloop.rollout import TrajectoryStore
 from veriloop.training import RLTrainer, TaskSampler, read_metrics
-from veriloop.training._ledger import ledger_summary, read_ledger
+from veriloop.training import ledger_summary, read_events, read_ledger
 
 
 def _run(make_config, tasks, name, **pipeline):
@@ -53,7 +53,10 @@ def test_trajectories_never_exceed_the_staleness_bound(make_config, digit_tasks)
 
 
 def test_utilisation_metrics_are_logged(make_config, digit_tasks):
-    trainer, _ = _run(make_config, digit_tasks, "util", mode="async", max_staleness=1)
+    # A stall threshold far below an update's length: every update is reported as a stall.
+    trainer, _ = _run(make_config, digit_tasks, "util", mode="async", max_staleness=1, stall_after_s=0.005)
+    stalls = read_events(trainer.out)
+    assert any(e["phase"] == "train" and e["doing"].startswith("step ") and "update on 32 sequences" in e["doing"] for e in stalls), stalls
     records = [r for r in read_metrics(trainer.out) if "util/trainer_busy_s" in r]
     assert len(records) == 4
     for record in records:
