@@ -97,7 +97,7 @@ class PipelineSection(Section):
     max_staleness: int = Field(default=1, ge=0, description="async: policy versions a trajectory may lag the trainer (0 reproduces sync exactly)")
     is_cap: float = Field(default=2.0, ge=1, description="async: cap of the truncated importance weight of stale tokens")
     backend: Literal["local", "ray"] = Field(default="local", description="where rollout workers run: in this process, or as Ray actors")
-    ray_address: str = Field(default="", description="ray: cluster to join (e.g. 127.0.0.1:6379); empty starts a local one")
+    ray_address: str = Field(default="", description="ray: cluster to join (e.g. 10.0.0.5:6379); empty: $RAY_ADDRESS if set, else a private single-node Ray on loopback")
     workers: int = Field(default=1, ge=1, description="ray: rollout worker actors (each with its own model copy and sandboxes)")
     worker_cpus: float = Field(default=1.0, gt=0, description="ray: CPUs reserved by each rollout worker")
     worker_retries: int = Field(default=2, ge=0, description="ray: times a failed shard is retried on a fresh worker")
