@@ -44,7 +44,12 @@ def seed_everything(seed: int) -> None:
 
 
 class RLTrainer:
-    """GRPO-family RL on a Hugging Face causal LM, with the rollout engine sharing its weights."""
+    """GRPO-family RL on a Hugging Face causal LM.
+
+    Rollouts run on a backend chosen by ``pipeline``: the trainer's own engine, sharing its
+    weights (sync, local), or workers with their own copies that receive the weights after each
+    update (async, or Ray), which may sample up to ``pipeline.max_staleness`` steps ahead.
+    """
 
     def __init__(self, config: TrainConfig, tasks: Sequence[Task] | None = None, heldout: Sequence[Task] | None = None, tools: Any = None):
         self.config = config
