@@ -34,15 +34,18 @@ def test_staleness_0_reproduces_the_synchronous_run(make_config, digit_tasks):
 
 
 def test_trajectories_never_exceed_the_staleness_bound(make_config, digit_tasks):
-    for bound in (1, 2):
-        trainer, history = _run(make_config, digit_tasks, f"async{bound}", mode="async", max_staleness=bound)
+    for bound, correction in ((1, "behaviour"), (2, "decoupled")):
+        trainer, history = _run(make_config, digit_tasks, f"async{bound}", mode="async", max_staleness=bound, stale_correction=correction)
         assert len(history) == 4
         for step, metrics in enumerate(history, start=1):
             assert metrics["staleness/max"] <= bound
             assert metrics["util/queue_depth"] <= bound + 1
             assert metrics["policy_version"] == step
-            if metrics["staleness/max"] > 0:  # stale samples are reweighted
+            if metrics["staleness/max"] > 0 and correction == "decoupled":  # reweighted against the current policy
                 assert 0 < metrics["is_weight/mean"] <= trainer.config.pipeline.is_cap
+                assert metrics["logprob_mismatch/mean_abs"] > 0
+            if correction == "behaviour":  # the ratio is against the sampler's policy: nothing recomputed
+                assert "is_weight/mean" not in metrics and "logprob_mismatch/mean_abs" not in metrics
         # Every stored trajectory trained at step k was sampled by version >= k - 1 - bound.
         stored = list(TrajectoryStore(trainer.out / "trajectories"))
         per_step = len(stored) // 4
@@ -62,7 +65,7 @@ def test_utilisation_metrics_are_logged(make_config, digit_tasks):
     for record in records:
         for key in ("util/trainer_busy_s", "util/trainer_wait_s", "util/generator_busy_s", "util/generator_wait_s",
                     "util/engine_busy_s", "util/inference_to_training", "util/trainer_busy_fraction",
-                    "util/generator_busy_fraction", "util/queue_depth", "util/sandbox_busy_fraction"):
+                    "util/generator_busy_fraction", "util/queue_depth", "util/sandbox_busy_fraction", "util/verify_busy_s"):
             assert key in record and record[key] >= 0, key
         assert record["util/engine_busy_s"] > 0
         assert 0 < record["util/generator_busy_fraction"] <= 1
@@ -122,3 +125,17 @@ def test_steps_without_an_update_do_not_stall_the_producer(make_config):
     assert [m.get("skipped") for m in history] == [1, 1, 1]
     ledger = read_ledger(trainer.out)
     assert ledger_summary(ledger) == {"draws": 12, "trained": 0, "dropped": {"no_signal": 12}, "exactly_once": True}
+
+
+def test_stale_tokens_ratio_is_truncated_at_is_cap(make_config, digit_tasks):
+    """behaviour correction: a stale token far more likely now than when sampled counts at most is_cap."""
+    from veriloop.training._batch import token_batch
+
+    trainer = RLTrainer(make_config(name="cap", rollout={"prompts_per_step": 1}, pipeline={"mode": "async", "is_cap": 2.0}), tasks=digit_tasks)
+    batch = token_batch([t for g in trainer._sample_batch(1).groups for t in g], trainer.engine.pad_token_id)
+    old = batch.sampler_logprobs - 5.0  # ratio e^5 on every token
+    advantages = -torch.ones(len(batch))
+    fresh = trainer._accumulate_gradients(batch, old, advantages, None, stale=False)
+    stale = trainer._accumulate_gradients(batch, old, advantages, None, stale=True)
+    assert fresh["policy_loss"] > 100  # -A * r, unbounded
+    assert abs(stale["policy_loss"] - 2.0) < 1e-3  # -A * is_cap

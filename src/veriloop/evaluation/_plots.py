@@ -125,3 +125,28 @@ def domain_curves(runs: dict[str, list[dict[str, Any]]], metrics: Sequence[str],
     axes.set_ylabel(ylabel)
     axes.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     return _svg(figure)
+
+
+_BUSY_SERIES = (("util/trainer_busy_s", "trainer busy", "-"), ("util/generator_busy_s", "generator busy", "--"),
+                ("util/trainer_wait_s", "trainer waiting", ":"))
+
+
+def utilisation_curves(runs: dict[str, list[dict[str, Any]]]) -> str:
+    """Seconds per step the trainer and the generator were busy, and the trainer waited.
+
+    Colour by run, line style by series (solid: trainer busy, dashed: generator busy, dotted:
+    trainer waiting for its batch). Only records that carry ``util/*`` values are drawn.
+    """
+    figure, axes = _figure()
+    for index, (label, records) in enumerate(runs.items()):
+        colour = _COLOURS[index % len(_COLOURS)]
+        for key, name, style in _BUSY_SERIES:
+            points = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float)) and "step" in r]
+            if points:
+                axes.plot([p[0] for p in points], [p[1] for p in points], color=colour, linestyle=style, linewidth=1.5,
+                          marker="o" if len(points) < 3 else None, label=f"{label}: {name}" if len(runs) > 1 else name)
+    axes.set_xlabel("step")
+    axes.set_ylabel("seconds per step")
+    axes.set_ylim(bottom=0)
+    axes.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    return _svg(figure)

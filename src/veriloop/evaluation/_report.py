@@ -3,8 +3,9 @@
 Every plot is inline SVG and the styles are inline, so the file opens anywhere, offline, and
 can be attached to a review. Sections: runs at a glance, pass@1 trend per domain across runs,
 per-domain bars, reward curves of training runs (and, for multi-domain runs, per-domain
-reward, pass rate, sample share, curriculum buckets and held-out checks), each eval run
-compared with the one before, and failure examples with the verifier's feedback.
+reward, pass rate, sample share, curriculum buckets and held-out checks), the pipeline
+utilisation of training runs that log ``util/*`` metrics, each eval run compared with the one
+before, and failure examples with the verifier's feedback.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from veriloop.core import UserError, atomic_write
 from veriloop.evaluation._compare import compare
-from veriloop.evaluation._plots import domain_bars, domain_curves, domain_series, reward_curves, trend_plot
+from veriloop.evaluation._plots import domain_bars, domain_curves, domain_series, reward_curves, trend_plot, utilisation_curves
 from veriloop.evaluation._run_registry import RunRegistry
 from veriloop.evaluation._samples import SAMPLES_FILE, SUMMARY_FILE, EvalRun, load_run
 
@@ -159,6 +160,93 @@ def _domain_training_section(training: dict[str, list[dict[str, Any]]]) -> str:
     return "".join(parts)
 
 
+_STALENESS_PREFIX = "staleness/hist/"
+
+
+@dataclass(frozen=True)
+class Utilisation:
+    """Where a training run's time went, from the ``util/*`` and ``staleness/*`` step metrics."""
+
+    steps: int  # step records with utilisation metrics
+    step_s: float  # mean wall seconds per step (busy plus waiting)
+    trainer_busy: float | None  # fraction of the run's wall time the trainer was busy (cumulative, last step)
+    generator_busy: float | None  # the same for the generator (sampling batches)
+    sandbox_busy: float | None  # sandbox busy fraction during rollouts, weighted by rollout seconds
+    inference_to_training: float | None  # mean generator busy seconds over mean trainer busy seconds
+    queue_depth: float | None  # mean batches ready when the trainer asked for one
+    staleness: dict[int, int]  # versions behind the trainer -> trajectories, summed over steps
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _numbers(records: Sequence[dict[str, Any]], key: str) -> list[float]:
+    return [float(r[key]) for r in records if isinstance(r.get(key), (int, float))]
+
+
+def pipeline_utilisation(records: Sequence[dict[str, Any]]) -> Utilisation | None:
+    """Summary of a run's utilisation metrics; None when it logged none (an older or non-RL run)."""
+    steps = [r for r in records if isinstance(r.get("util/trainer_busy_s"), (int, float))]
+    if not steps:
+        return None
+    last = steps[-1]
+    trainer, generator = _numbers(steps, "util/trainer_busy_s"), _numbers(steps, "util/generator_busy_s")
+    sandbox = [(float(r["util/sandbox_busy_fraction"]), float(r.get("time/rollout_s", 1.0)))
+               for r in steps if isinstance(r.get("util/sandbox_busy_fraction"), (int, float))]
+    rollout_s = sum(seconds for _, seconds in sandbox)
+    staleness: dict[int, int] = {}
+    for record in steps:
+        for key, value in record.items():
+            if key.startswith(_STALENESS_PREFIX) and key[len(_STALENESS_PREFIX):].isdigit() and isinstance(value, (int, float)):
+                age = int(key[len(_STALENESS_PREFIX):])
+                staleness[age] = staleness.get(age, 0) + int(value)
+    mean_trainer, mean_generator = _mean(trainer), _mean(generator)
+    return Utilisation(
+        steps=len(steps),
+        step_s=_mean(_numbers(steps, "time/step_s")) or 0.0,
+        trainer_busy=last.get("util/trainer_busy_fraction"),
+        generator_busy=last.get("util/generator_busy_fraction"),
+        sandbox_busy=sum(f * s for f, s in sandbox) / rollout_s if rollout_s > 0 else None,
+        inference_to_training=mean_generator / mean_trainer if mean_generator is not None and mean_trainer else None,
+        queue_depth=_mean(_numbers(steps, "util/queue_depth")),
+        staleness=dict(sorted(staleness.items())),
+    )
+
+
+def _staleness_cell(histogram: dict[int, int]) -> str:
+    if not histogram:
+        return "-"
+    total = sum(histogram.values())
+    mean = sum(age * count for age, count in histogram.items()) / max(total, 1)
+    counts = ", ".join(f"{age}: {count}" for age, count in histogram.items())
+    return f"{counts} <span class=ci>(mean {mean:.2f})</span>"
+
+
+def _utilisation_section(training: dict[str, list[dict[str, Any]]]) -> str:
+    """Busy fractions, inference/training ratio, queue depth and staleness per run; empty without util metrics."""
+    summaries = {label: pipeline_utilisation(records) for label, records in training.items()}
+    shown = {label: u for label, u in summaries.items() if u is not None}
+    if not shown:
+        return ""
+    rows = []
+    for label, u in shown.items():
+        ratio = "-" if u.inference_to_training is None else f"{u.inference_to_training:.2f}"
+        depth = "-" if u.queue_depth is None else f"{u.queue_depth:.2f}"
+        rows.append([escape(label), str(u.steps), f"{u.step_s:.2f}", _pct(u.trainer_busy), _pct(u.generator_busy),
+                     _pct(u.sandbox_busy), ratio, depth, _staleness_cell(u.staleness)])
+    header = ["run", "steps", "s per step", "trainer busy", "generator busy", "sandbox busy", "inference / training",
+              "queue depth", "staleness (versions: trajectories)"]
+    plotted = {label: training[label] for label in shown}
+    return ("<h2>Pipeline utilisation</h2>" + _table(header, rows)
+            + "<p class=ci>Trainer and generator busy: share of the run's wall time (both can be near 100% when "
+              "generation overlaps training). Sandbox busy: share of rollout time the sandbox workers were busy "
+              "(<code>util/sandbox_busy_fraction</code>, weighted by rollout seconds). "
+              "Inference / training: mean generator busy seconds per step over mean trainer busy seconds.</p>"
+            + "<h3>Busy seconds per step (solid: trainer, dashed: generator, dotted: trainer waiting)</h3>"
+            + "<div class=plot>" + utilisation_curves(plotted) + "</div>")
+
+
 def _clip(text: str) -> str:
     return escape(text if len(text) <= _CLIP else text[:_CLIP] + " ...")
 
@@ -208,6 +296,7 @@ def render_report(paths: Sequence[str | os.PathLike[str]], *, registry: str | os
     if training:
         body.append("<h2>Training reward</h2><div class=plot>" + reward_curves(training) + "</div>")
         body.append(_domain_training_section(training))
+        body.append(_utilisation_section(training))
     body.append(_comparison_section(evals))
     if evals:
         body.append(_failures_section(evals[-1], failures_per_domain))

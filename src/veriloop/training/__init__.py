@@ -9,7 +9,7 @@ from veriloop.training._quickstart import QuickstartConfig, run_quickstart
 from veriloop.training._rl import RLTrainer, read_metrics, seed_everything
 from veriloop.training._sft import SFTStep, read_conversations, run_sft, sft_loss, tokenize_conversation, train_sft
 from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
-from veriloop.training._workers import ROLLOUT_BACKENDS, LocalBackend, RolloutBackend, RolloutWorker, SharedBackend, WorkerSpec
+from veriloop.training._workers import ROLLOUT_BACKENDS, LocalBackend, RolloutBackend, RolloutWorker, SharedBackend, WorkerSpec, episode_config
 
 __all__ = [
     "ROLLOUT_BACKENDS",
@@ -32,6 +32,7 @@ __all__ = [
     "TinyModelSpec",
     "TrainConfig",
     "WorkerSpec",
+    "episode_config",
     "init_tiny_model",
     "ledger_summary",
     "load_config",

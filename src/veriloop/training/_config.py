@@ -95,7 +95,8 @@ class RunSection(Section):
 class PipelineSection(Section):
     mode: Literal["sync", "async"] = Field(default="sync", description="sync: generate, then train; async: generation runs ahead while the trainer trains")
     max_staleness: int = Field(default=1, ge=0, description="async: policy versions a trajectory may lag the trainer (0 reproduces sync exactly)")
-    is_cap: float = Field(default=2.0, ge=1, description="async: cap of the truncated importance weight of stale tokens")
+    stale_correction: Literal["behaviour", "decoupled"] = Field(default="behaviour", description="async: stale tokens' ratio is taken against the policy that sampled them (PPO clip, ratio capped at is_cap for negative advantages), or against the current policy with truncated IS weights (decoupled)")
+    is_cap: float = Field(default=2.0, gt=1, description="async: cap of the importance ratio (behaviour) or weight (decoupled) of stale tokens")
     backend: Literal["local", "ray"] = Field(default="local", description="where rollout workers run: in this process, or as Ray actors")
     ray_address: str = Field(default="", description="ray: cluster to join (e.g. 10.0.0.5:6379); empty: $RAY_ADDRESS if set, else a private single-node Ray on loopback")
     workers: int = Field(default=1, ge=1, description="ray: rollout worker actors (each with its own model copy and sandboxes)")

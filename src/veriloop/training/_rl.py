@@ -120,10 +120,10 @@ class RLTrainer:
         scaled = rewards if self.schedule is None else self.schedule.normalize(rewards, [t.domain for t in trajectories], self.config.rollout.group_size)
         advantages = compute_advantages(algo.advantage, scaled, self.config.rollout.group_size)
         # 6. Old log-probs: the sampler's, or recomputed (and the mismatch measured). Stale
-        # samples are trained against the current policy, reweighted by truncated IS.
+        # samples (async) are corrected by pipeline.stale_correction.
         old_logprobs, importance, correction = self._old_logprobs(batch, stale=sampled.policy_version < self.version)
         # 7. Clipped policy loss over micro-batches, gradient accumulation, optimizer step.
-        update = self._update(batch, old_logprobs, advantages, reference_logprobs, importance)
+        update = self._update(batch, old_logprobs, advantages, reference_logprobs, importance, stale=sampled.policy_version < self.version)
         # 8. Weight sync: the new version goes to the rollout backend and tags later samples.
         self._publish_weights(self.version + 1)
         if self.store is not None:
@@ -187,7 +187,7 @@ class RLTrainer:
         kept: list[list[Trajectory]] = []
         draws: list[Draw] = []
         counts = {"groups/no_signal": 0, "groups/infra_error": 0, "groups/sampled": 0}
-        rounds, rollout_s, generated, engine_s, sandbox = 0, 0.0, 0, 0.0, 0.0
+        rounds, rollout_s, generated, engine_s, sandbox, verify_s = 0, 0.0, 0, 0.0, 0.0, 0.0
         all_rewards: list[float] = []
         version = self.backend.policy_version
         started = time.monotonic()
@@ -204,6 +204,7 @@ class RLTrainer:
             generated += batch.metrics.generated_tokens
             engine_s += batch.metrics.engine_busy_s
             sandbox += batch.metrics.sandbox_busy_fraction * batch.metrics.wall_s
+            verify_s += batch.metrics.verify_busy_s
             for start in range(0, len(batch.trajectories), cfg.group_size):
                 group = list(batch.trajectories[start : start + cfg.group_size])
                 counts["groups/sampled"] += 1
@@ -224,6 +225,7 @@ class RLTrainer:
             "reward/sampled_mean": sum(all_rewards) / len(all_rewards) if all_rewards else 0.0,
             "time/rollout_s": rollout_s, "rollout_tokens_per_s": generated / max(rollout_s, 1e-9),
             "util/engine_busy_s": engine_s, "util/sandbox_busy_fraction": sandbox / max(rollout_s, 1e-9),
+            "util/verify_busy_s": verify_s,  # summed over episodes (code verifiers: time in the sandbox)
         }, draws, copy.deepcopy(self.sampler.state), version, busy_s=time.monotonic() - started)
 
     def _shaped_rewards(self, trajectories: list[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -260,27 +262,33 @@ class RLTrainer:
     def _old_logprobs(self, batch: TokenBatch, stale: bool) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
         """Old log-probs (B, C) for the ratio, per-token importance weights (or None), metrics.
 
-        Fresh samples: the sampler's log-probs, or recomputed ones when asked. Stale samples
-        (async mode): the ratio is taken against the current policy (recomputed, "proximal"),
-        and each token is reweighted by min(pi_current / pi_sampler, is_cap).
+        Fresh samples: the sampler's log-probs, or recomputed ones when asked (the mismatch is
+        measured). Stale samples (async mode), by ``pipeline.stale_correction``:
+        - ``behaviour``: the sampler's log-probs, so the clipped ratio pi_current / pi_sampler
+          bounds how far training moves from the policy that sampled (capped at ``is_cap`` for
+          negative advantages, see ``_accumulate_gradients``);
+        - ``decoupled``: the ratio is taken against the current policy (recomputed) and each
+          token is reweighted by min(pi_current / pi_sampler, is_cap) (truncated IS).
         """
-        if not (stale or self.config.algorithm.recompute_logprobs):
+        pipeline = self.config.pipeline
+        decoupled = stale and pipeline.stale_correction == "decoupled"
+        if not (decoupled or self.config.algorithm.recompute_logprobs):
             return batch.sampler_logprobs, None, {}
         with torch.no_grad():
             recomputed = torch.cat([completion_logprobs(self.model, batch.select(r), self.config.rollout.temperature, lean=self.engine.lean)[0].cpu() for r in self._micro_batches(batch)])
         diff = (recomputed - batch.sampler_logprobs).abs() * batch.loss_mask
         tokens = batch.loss_mask.sum().clamp(min=1)
         metrics = {"logprob_mismatch/mean_abs": float(diff.sum() / tokens), "logprob_mismatch/max_abs": float(diff.max())}
-        if not stale:
-            return recomputed, None, metrics
-        weights = truncated_importance_weights(recomputed, batch.sampler_logprobs, self.config.pipeline.is_cap)
+        if not decoupled:
+            return (batch.sampler_logprobs if stale else recomputed), None, metrics
+        weights = truncated_importance_weights(recomputed, batch.sampler_logprobs, pipeline.is_cap)
         mask = batch.loss_mask.bool()
         metrics["is_weight/mean"] = float(weights[mask].mean()) if mask.any() else 1.0
-        metrics["is_weight/truncated_fraction"] = float((weights[mask] >= self.config.pipeline.is_cap).float().mean()) if mask.any() else 0.0
+        metrics["is_weight/truncated_fraction"] = float((weights[mask] >= pipeline.is_cap).float().mean()) if mask.any() else 0.0
         return recomputed, weights, metrics
 
     def _update(self, batch: TokenBatch, old_logprobs: torch.Tensor, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None,
-                importance: torch.Tensor | None = None) -> dict[str, float]:
+                importance: torch.Tensor | None = None, stale: bool = False) -> dict[str, float]:
         """``updates_per_batch`` optimizer steps, each on the gradient of the whole batch."""
         optim = self.config.optim
         started = time.perf_counter()
@@ -289,7 +297,7 @@ class RLTrainer:
         with self.heartbeats.phase("train", f"step {self.step_index}: update on {len(batch)} sequences"):
             for _ in range(optim.updates_per_batch):
                 self.optimizer.zero_grad(set_to_none=True)
-                stats = self._accumulate_gradients(batch, old_logprobs, advantages, reference_logprobs, importance)
+                stats = self._accumulate_gradients(batch, old_logprobs, advantages, reference_logprobs, importance, stale)
                 for key, value in stats.items():
                     sums[key] = sums.get(key, 0.0) + value / optim.updates_per_batch
                 grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], optim.max_grad_norm)
@@ -299,7 +307,7 @@ class RLTrainer:
         return {**sums, "grad_norm": float(grad_norm), "lr": self.scheduler.get_last_lr()[0], "time/update_s": time.perf_counter() - started}
 
     def _accumulate_gradients(self, batch: TokenBatch, old_logprobs: torch.Tensor, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None,
-                              importance: torch.Tensor | None = None) -> dict[str, float]:
+                              importance: torch.Tensor | None = None, stale: bool = False) -> dict[str, float]:
         """Backward the loss micro-batch by micro-batch; returns batch-weighted loss statistics.
 
         Each micro-batch's loss is weighted by its share of the batch (tokens for token-mean,
@@ -307,6 +315,9 @@ class RLTrainer:
         """
         algo = self.config.algorithm
         aggregate = AGGREGATIONS.get(algo.aggregation)
+        dual_clip = algo.dual_clip
+        if stale and self.config.pipeline.stale_correction == "behaviour":  # truncate the ratio to the sampler's policy
+            dual_clip = min(dual_clip or float("inf"), self.config.pipeline.is_cap)
         total_tokens = float(batch.loss_mask.sum().clamp(min=1))
         sums: dict[str, float] = {}
         for rows in self._micro_batches(batch):
@@ -317,7 +328,7 @@ class RLTrainer:
             mask = micro.loss_mask.to(device)
             loss, stats = policy_loss(
                 logprobs, old_logprobs[rows].to(device), advantages[rows].to(device), mask,
-                clip_low=algo.clip_low, clip_high=algo.clip_high, aggregation=algo.aggregation, dual_clip=algo.dual_clip,
+                clip_low=algo.clip_low, clip_high=algo.clip_high, aggregation=algo.aggregation, dual_clip=dual_clip,
                 importance_weights=None if importance is None else importance[rows].to(device),
             )
             stats["policy_loss"] = float(loss.detach())
