@@ -74,7 +74,7 @@ def test_a_stopped_schedule_ends_the_run(trained_run, tiny_model_dir, tmp_path):
 
 
 def _without_timings(records):
-    return [{k: v for k, v in r.items() if not k.startswith("time/") and not k.endswith("per_s")} for r in records]
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "util/")) and not k.endswith("per_s")} for r in records]
 
 
 def test_resume_continues_the_schedule_exactly(trained_run, tiny_model_dir, tmp_path):
