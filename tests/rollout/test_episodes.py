@@ -56,3 +56,19 @@ def test_a_stopped_trajectory_carries_its_reason(scripted_engine, tiny_engine):
     assert stopped.stop_reason == "predicate" and len(stopped.turns) == 1
     budget = rollout([task], tiny_engine, EpisodeConfig(max_tokens_per_turn=50, stop=StopConfig(max_total_tokens=5, repetition_repeats=0))).trajectories[0]
     assert budget.stop_reason == "max_tokens" and len(budget.completion_ids) <= 5
+
+
+async def test_verification_threads_follow_the_code_sandbox_workers():
+    """More code workers than verification threads would leave sandbox workers idle."""
+    from veriloop.core import Response, Task
+    from veriloop.rollout import _episode
+    from veriloop.verifiers import code_workers, set_code_workers
+
+    task = Task(id="t", domain="d", prompt="p", verifier={"kind": "exact", "answer": "4"})
+    before = code_workers()
+    try:
+        set_code_workers(12)
+        score = await _episode.verify_in_thread(task, Response(id="r", task_id="t", response="4"))
+        assert score.passed and _episode._VERIFY_THREADS._max_workers >= 12
+    finally:
+        set_code_workers(before)

@@ -237,11 +237,16 @@ _VERIFY_THREADS: ThreadPoolExecutor | None = None
 async def verify_in_thread(task: Task, response: Response) -> Score:
     """The default verifier hook: ``veriloop.verifiers.verify`` off the event loop.
 
-    Runs on a long-lived pool shared by every rollout, not on a pool made per event loop.
+    Runs on a long-lived pool shared by every rollout, not on a pool made per event loop. The
+    pool has at least as many threads as the code sandbox has workers (``set_code_workers``),
+    so code verifications are limited by the sandbox, not by threads waiting on it.
     """
     global _VERIFY_THREADS
-    from veriloop.verifiers import verify
+    from veriloop.verifiers import code_workers, verify
 
-    if _VERIFY_THREADS is None:
-        _VERIFY_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="verify")
+    threads = max(8, code_workers())
+    if _VERIFY_THREADS is None or _VERIFY_THREADS._max_workers < threads:
+        if _VERIFY_THREADS is not None:
+            _VERIFY_THREADS.shutdown(wait=False)  # its running verifications finish; new ones go to the larger pool
+        _VERIFY_THREADS = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="verify")
     return await asyncio.get_running_loop().run_in_executor(_VERIFY_THREADS, verify, task, response)
