@@ -90,3 +90,16 @@ def test_missing_model_directory_is_a_user_error(tmp_path):
 def test_unknown_engine_lists_known_ones():
     with pytest.raises(UserError, match="known: hf, openai"):
         create_engine("tgi")
+
+
+def test_update_weights_loads_a_subset_and_rejects_unknown_names(tiny_model_dir):
+    import torch
+
+    from veriloop.rollout import HFEngine
+
+    engine = HFEngine(tiny_model_dir)
+    name, weight = next(iter(engine.model.named_parameters()))
+    engine.update_weights({name: torch.zeros_like(weight)}, version=3)
+    assert engine.policy_version == 3 and torch.count_nonzero(dict(engine.model.named_parameters())[name]) == 0
+    with pytest.raises(KeyError, match="not_a_weight"):
+        engine.update_weights({"not_a_weight": torch.zeros(1)}, version=4)

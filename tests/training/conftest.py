@@ -28,3 +28,29 @@ def make_config(tiny_model_dir, tmp_path):
         return TrainConfig.model_validate(data)
 
     return make
+
+
+@pytest.fixture
+def config_file(tmp_path, tiny_model_dir, digit_tasks):
+    """A YAML training config on the digit tasks (written as a task file), for CLI runs."""
+    import yaml
+
+    from veriloop.core import write_jsonl
+
+    def write(**sections):
+        tasks = tmp_path / "tasks.jsonl"
+        write_jsonl(tasks, digit_tasks)
+        data = {
+            "model": {"path": str(tiny_model_dir)},
+            "data": {"train": str(tasks)},
+            "rollout": {"group_size": 4, "max_tokens": 8},
+            "optim": {"lr": 2e-3},
+            "run": {"keep_checkpoints": 10, "loggers": ["jsonl"], "progress": False},
+        }
+        for section, fields in sections.items():
+            data.setdefault(section, {}).update(fields)
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    return write

@@ -6,7 +6,6 @@ import sys
 import time
 
 import torch
-import yaml
 
 from veriloop.rollout import TrajectoryStore
 from veriloop.training import RLTrainer, TaskSampler, read_metrics
@@ -71,22 +70,9 @@ def test_utilisation_metrics_are_logged(make_config, digit_tasks):
         assert 0 < record["util/generator_busy_fraction"] <= 1
 
 
-def test_kill_and_resume_keeps_exactly_once_accounting(tmp_path, tiny_model_dir, digit_tasks):
-    from veriloop.core import write_jsonl
-
-    tasks = tmp_path / "tasks.jsonl"
-    write_jsonl(tasks, digit_tasks)
-    config = {
-        "model": {"path": str(tiny_model_dir)},
-        "data": {"train": str(tasks)},
-        "rollout": {"prompts_per_step": 3, "group_size": 4, "max_tokens": 8},
-        "algorithm": {"max_refills": 1},
-        "optim": {"lr": 2e-3, "warmup_steps": 1},
-        "pipeline": {"mode": "async", "max_staleness": 2},
-        "run": {"steps": 6, "checkpoint_every": 2, "keep_checkpoints": 10, "loggers": ["jsonl"], "progress": False},
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+def test_kill_and_resume_keeps_exactly_once_accounting(tmp_path, config_file, digit_tasks):
+    path = config_file(rollout={"prompts_per_step": 3}, algorithm={"max_refills": 1}, optim={"warmup_steps": 1},
+                       pipeline={"mode": "async", "max_staleness": 2}, run={"steps": 6, "checkpoint_every": 2})
     out = tmp_path / "run"
     veriloop = [sys.executable, "-m", "veriloop.cli._entry", "train", str(path), f"run.out={out}"]
     process = subprocess.Popen(veriloop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

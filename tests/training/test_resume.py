@@ -4,24 +4,12 @@ import sys
 import time
 
 import torch
-import yaml
 
 
-def test_a_killed_run_resumes_and_reproduces_the_next_steps(tmp_path, tiny_model_dir, digit_tasks):
-    from veriloop.core import write_jsonl
+def test_a_killed_run_resumes_and_reproduces_the_next_steps(tmp_path, config_file):
     from veriloop.training import read_metrics
 
-    tasks = tmp_path / "tasks.jsonl"
-    write_jsonl(tasks, digit_tasks)
-    config = {
-        "model": {"path": str(tiny_model_dir)},
-        "data": {"train": str(tasks)},
-        "rollout": {"prompts_per_step": 2, "group_size": 4, "max_tokens": 8},
-        "optim": {"lr": 2e-3, "warmup_steps": 2},
-        "run": {"steps": 4, "checkpoint_every": 1, "keep_checkpoints": 10, "loggers": ["jsonl"], "progress": False},
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = config_file(rollout={"prompts_per_step": 2}, optim={"warmup_steps": 2}, run={"steps": 4, "checkpoint_every": 1})
     veriloop = [sys.executable, "-m", "veriloop.cli._entry"]
 
     straight = subprocess.run([*veriloop, "train", str(path), f"run.out={tmp_path / 'straight'}"], capture_output=True, text=True, timeout=600)

@@ -122,9 +122,13 @@ class HFEngine:
         return await self._batcher.submit(prompts, params)
 
     def update_weights(self, state_dict: dict[str, Any] | None, version: int) -> None:
+        """Load ``state_dict`` (every weight, or a subset such as a trainer's trainable ones) and
+        tag later samples with ``version``; a name the model lacks is an error."""
         with self._lock:
-            if state_dict is not None:
-                self.model.load_state_dict(state_dict)
+            if state_dict:
+                unexpected = self.model.load_state_dict(state_dict, strict=False).unexpected_keys
+                if unexpected:
+                    raise KeyError(f"weights the rollout model does not have: {', '.join(sorted(unexpected)[:5])}")
             self.policy_version = version
 
     def close(self) -> None:

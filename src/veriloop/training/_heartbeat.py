@@ -60,11 +60,6 @@ class Heartbeats:
         finally:
             self.idle(name)
 
-    def status(self) -> dict[str, str]:
-        """What each busy phase last said it was doing."""
-        with self._lock:
-            return {phase: doing for phase, (doing, _) in self._busy.items()}
-
     def close(self) -> None:
         self._stop.set()
         self._thread.join()

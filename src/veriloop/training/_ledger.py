@@ -43,7 +43,7 @@ class PromptLedger:
         if not self.path.exists():
             return
         kept = [line + "\n" for line in self.path.read_text(encoding="utf-8").splitlines()
-                if _draw_index(line) is not None and _draw_index(line) < draws]
+                if (index := _draw_index(line)) is not None and index < draws]
         with atomic_write(self.path) as handle:
             handle.write("".join(kept))
 

@@ -14,11 +14,12 @@ ones and never biased out of training.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from veriloop.core import Trajectory
@@ -46,7 +47,6 @@ class SampledBatch:
     policy_version: int  # the weights it was sampled with
     wait_s: float = 0.0  # how long the producer waited for weights or queue space before sampling it
     busy_s: float = 0.0  # how long sampling it took
-    ready_at: float = field(default_factory=time.monotonic)
 
 
 class _Failed:
@@ -96,10 +96,6 @@ class AsyncSampler:
             raise item.error
         return item, time.monotonic() - started, depth
 
-    @property
-    def queue_depth(self) -> int:
-        return self._ready.qsize()
-
     def close(self) -> None:
         with self._changed:
             self._stopping = True
@@ -126,7 +122,7 @@ class AsyncSampler:
                     self._apply(*pending)
                 started = time.monotonic()
                 batch = self._sample(step)
-                item: SampledBatch | _Failed = _with_timing(batch, started - waited, time.monotonic() - started)
+                item: SampledBatch | _Failed = dataclasses.replace(batch, wait_s=started - waited, busy_s=time.monotonic() - started)
             except BaseException as error:  # noqa: BLE001  (re-raised on the trainer thread)
                 item = _Failed(error)
             if not self._put(item) or isinstance(item, _Failed):
@@ -143,11 +139,6 @@ class AsyncSampler:
                 return True
             except queue.Full:
                 continue
-
-
-def _with_timing(batch: SampledBatch, wait_s: float, busy_s: float) -> SampledBatch:
-    return SampledBatch(batch.step, batch.groups, batch.sampling, batch.draws, batch.sampler_state,
-                        batch.policy_version, wait_s=wait_s, busy_s=busy_s)
 
 
 def staleness_metrics(trajectories: list[Trajectory], trainer_version: int) -> dict[str, float]:

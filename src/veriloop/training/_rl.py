@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import json
 import random
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -485,8 +486,6 @@ def _group_outcome(group: list[Trajectory], dynamic_sampling: bool) -> str | Non
 
 
 def _warn_stall(stall: Stall) -> None:
-    import sys
-
     print(f"veriloop: {stall.phase} has made no progress for {stall.quiet_s:.0f} s: {stall.doing}", file=sys.stderr, flush=True)
 
 

@@ -68,13 +68,6 @@ def full_state(model: Any) -> dict[str, torch.Tensor]:
     return {name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()}
 
 
-def load_weights(model: Any, state: dict[str, torch.Tensor]) -> None:
-    """Copy ``state`` (all weights or a subset) into ``model``; unknown names are a bug."""
-    unexpected = model.load_state_dict(state, strict=False).unexpected_keys
-    if unexpected:
-        raise KeyError(f"weights the rollout model does not have: {', '.join(sorted(unexpected)[:5])}")
-
-
 class RolloutWorker:
     """One generator: a model copy, its engine and (for code tools) its own sandbox pool.
 
@@ -100,10 +93,7 @@ class RolloutWorker:
         return self.engine.policy_version
 
     def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
-        with self.engine._lock:
-            if state:
-                load_weights(self.engine.model, state)
-            self.engine.policy_version = version
+        self.engine.update_weights(state, version)
 
     def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, first_task_index: int = 0, progress: Progress | None = None) -> RolloutBatch:
         """``group_size`` episodes of each task with the current weights (see ``arollout``)."""
