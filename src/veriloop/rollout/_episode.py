@@ -232,6 +232,7 @@ def _trajectory(task: Task, engine: Engine, state: _State, score: Score, final_t
 
 
 _VERIFY_THREADS: ThreadPoolExecutor | None = None
+_verify_thread_count = 0  # the size _VERIFY_THREADS was made with
 
 
 async def verify_in_thread(task: Task, response: Response) -> Score:
@@ -241,12 +242,13 @@ async def verify_in_thread(task: Task, response: Response) -> Score:
     pool has at least as many threads as the code sandbox has workers (``set_code_workers``),
     so code verifications are limited by the sandbox, not by threads waiting on it.
     """
-    global _VERIFY_THREADS
+    global _VERIFY_THREADS, _verify_thread_count
     from veriloop.verifiers import code_workers, verify
 
     threads = max(8, code_workers())
-    if _VERIFY_THREADS is None or _VERIFY_THREADS._max_workers < threads:
+    if _verify_thread_count < threads:
         if _VERIFY_THREADS is not None:
             _VERIFY_THREADS.shutdown(wait=False)  # its running verifications finish; new ones go to the larger pool
         _VERIFY_THREADS = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="verify")
+        _verify_thread_count = threads
     return await asyncio.get_running_loop().run_in_executor(_VERIFY_THREADS, verify, task, response)
