@@ -103,3 +103,24 @@ def test_update_weights_loads_a_subset_and_rejects_unknown_names(tiny_model_dir)
     assert engine.policy_version == 3 and torch.count_nonzero(dict(engine.model.named_parameters())[name]) == 0
     with pytest.raises(KeyError, match="not_a_weight"):
         engine.update_weights({"not_a_weight": torch.zeros(1)}, version=4)
+
+
+def test_a_shared_prompt_is_prefilled_once_and_samples_do_not_depend_on_it(tiny_model_dir):
+    import torch
+
+    engine = create_engine("hf", model=str(tiny_model_dir))
+    widths = []
+    forward = engine.lean.forward
+    engine.lean.forward = lambda ids, *args, **kwargs: (widths.append(tuple(ids.shape)), forward(ids, *args, **kwargs))[1]
+    other = [{"role": "user", "content": "Say something long enough to pad the other prompt."}]
+    params = SamplingParams(n=4, max_tokens=10, seed=7)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one BLAS thread: the same rows give the same bits in any batch
+    try:
+        shared = engine.generate([CHAT, other], params)
+        assert widths[0][0] == 2  # two distinct prompts prefilled for eight rows
+        alone = [engine.generate([CHAT], params)[0], engine.generate([other], params)[0]]
+    finally:
+        torch.set_num_threads(threads)
+    for together, by_itself in zip(shared, alone):
+        assert [(s.token_ids, s.logprobs) for s in together] == [(s.token_ids, s.logprobs) for s in by_itself]

@@ -60,3 +60,39 @@ def test_unsupported_models_fall_back(tiny_model_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     wrapped = get_peft_model(model, LoraConfig(r=2, target_modules="all-linear", task_type="CAUSAL_LM"))
     assert not LeanDecoder.supports(wrapped)
+
+
+def _shared_prompt_rows():
+    """Five rows over two prompts of different lengths, completions of different lengths."""
+    torch.manual_seed(1)
+    prompts = [torch.randint(0, 300, (7,)), torch.randint(0, 300, (4,))]
+    row_prefix = torch.tensor([0, 0, 1, 0, 1])
+    suffix_lengths = torch.tensor([5, 2, 6, 1, 4])
+    suffix_ids = torch.randint(0, 300, (5, 6))
+    prefix_ids = torch.zeros(2, 7, dtype=torch.long)
+    for i, prompt in enumerate(prompts):
+        prefix_ids[i, : len(prompt)] = prompt
+    return prompts, (prefix_ids, torch.tensor([7, 4]), row_prefix, suffix_ids, suffix_lengths)
+
+
+def test_shared_prompt_forward_equals_the_model_and_its_gradients(tiny_model_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float64)
+    lean = LeanDecoder(model)
+    prompts, args = _shared_prompt_rows()
+    _, _, row_prefix, suffix_ids, suffix_lengths = args
+    logits = lean.forward_prefixed(*args)  # (B, C, V)
+    assert logits.shape[:2] == suffix_ids.shape
+    shared_loss = sum(logits[b, : suffix_lengths[b]].logsumexp(-1).sum() for b in range(5))
+    shared_grads = torch.autograd.grad(shared_loss, list(model.parameters()), allow_unused=True)
+    loss = 0.0
+    for b in range(5):  # each row on its own, through the model's own forward
+        prompt, n = prompts[int(row_prefix[b])], int(suffix_lengths[b])
+        sequence = torch.cat([prompt, suffix_ids[b, :n]])[None]
+        expected = model(input_ids=sequence).logits[0, len(prompt) - 1 : len(prompt) - 1 + n]  # predicts each suffix token
+        assert torch.allclose(logits[b, :n], expected, atol=1e-9)
+        loss = loss + expected.logsumexp(-1).sum()
+    grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+    for shared, expected in zip(shared_grads, grads):
+        assert (shared is None) == (expected is None)
+        if expected is not None:
+            assert torch.allclose(shared, expected, rtol=1e-7, atol=1e-7)

@@ -88,3 +88,27 @@ def test_overlong_mask_excludes_cut_answers(make_config, digit_tasks):
         length = sum(t.loss_mask)
         expected = t.reward - min(1.0, max(0, length - 1) / 2) if length > 1 else t.reward
         assert abs(shaped - expected) < 1e-6
+
+
+def test_lean_logprobs_share_each_prompt_and_equal_the_model(make_config, digit_tasks):
+    from veriloop.training._batch import _shared_prompts, completion_logprobs, token_batch
+
+    trainer = RLTrainer(make_config(rollout={"prompts_per_step": 3, "group_size": 4}), tasks=digit_tasks)
+    groups = trainer._sample_batch(1).groups
+    trainer.close()
+    batch = token_batch([t for group in groups for t in group], trainer.engine.pad_token_id)
+    prefix_ids, _, row_prefix, _, _ = _shared_prompts(batch, "cpu")
+    assert prefix_ids.shape[0] == len(groups) and row_prefix.tolist() == [g for g in range(len(groups)) for _ in range(4)]
+    model = trainer.model.double()
+    results = []
+    for lean in (trainer.engine.lean, None):
+        model.zero_grad()
+        logprobs, entropy = completion_logprobs(model, batch, 0.7, with_entropy=True, lean=lean)
+        ((logprobs + entropy) * batch.loss_mask).sum().backward()
+        results.append((logprobs * batch.loss_mask, entropy * batch.loss_mask, [p.grad.clone() for p in model.parameters()]))
+    (lean_logprobs, lean_entropy, lean_grads), (logprobs, entropy, grads) = results
+    # In float64 the two differ only by the rotary angles (fp32 in the lean pass, fp64 in the
+    # model after .double()): ~1e-7 of each tensor's scale, where any mix-up of prompts is O(1).
+    assert torch.allclose(lean_logprobs, logprobs, atol=1e-6) and torch.allclose(lean_entropy, entropy, atol=1e-6)
+    for shared, expected in zip(lean_grads, grads):
+        assert (shared - expected).abs().max() <= 1e-6 * expected.abs().max()

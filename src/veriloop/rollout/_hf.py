@@ -165,7 +165,9 @@ class _HFStepper:
         self.cache = DynamicCache()
         self.cache_arg = _cache_argument(model)
 
-    def prefill(self, input_ids: Any, attention: Any, positions: Any, max_new: int) -> Any:
+    def prefill(self, input_ids: Any, attention: Any, positions: Any, max_new: int, rows: Any) -> Any:
+        """Last-position logits (B, V) of each row's prompt: ``input_ids[rows]`` etc."""
+        input_ids, attention, positions = input_ids[rows], attention[rows], positions[rows]
         self.attention = attention
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **{self.cache_arg: self.cache})
         return out.logits[:, -1, :]
@@ -195,15 +197,22 @@ class _LeanStepper:
     def close(self) -> None:
         self.lean.unfuse()
 
-    def prefill(self, input_ids: Any, attention: Any, positions: Any, max_new: int) -> Any:
+    def prefill(self, input_ids: Any, attention: Any, positions: Any, max_new: int, rows: Any) -> Any:
+        """Each distinct prompt (P, W) once; its rows (B,) then copy its KV cache.
+
+        The LM head runs on the B rows, as in decode steps: a sample's numbers do not depend
+        on how many prompts shared its batch (small matmuls take other BLAS paths).
+        """
         import torch
 
-        batch, width = input_ids.shape
+        prompts, width = input_ids.shape
         self.slot = width
-        self.key_mask = torch.cat([attention.bool(), attention.new_ones((batch, max_new), dtype=torch.bool)], dim=1)
-        self.cache = self.lean.new_cache(batch, width + max_new, self.lean.embed.weight)
-        logits = self.lean.forward(input_ids, positions, self.key_mask[:, :width], self.cache, 0, last_only=True)
-        return logits[:, -1, :]
+        self.key_mask = torch.cat([attention.bool(), attention.new_ones((prompts, max_new), dtype=torch.bool)], dim=1)
+        self.cache = self.lean.new_cache(prompts, width + max_new, self.lean.embed.weight)
+        hidden = self.lean.forward(input_ids, positions, self.key_mask[:, :width], self.cache, 0, last_only=True, head=False)  # (P, 1, H)
+        if prompts < len(rows):
+            self.select(rows)
+        return self.lean.head(hidden[rows, -1])
 
     def decode(self, tokens: Any, positions: Any) -> Any:
         logits = self.lean.forward(tokens[:, None], positions, self.key_mask[:, : self.slot + 1], self.cache, self.slot, last_only=True)
@@ -221,14 +230,17 @@ def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | No
     model, tokenizer = engine.model, engine.tokenizer
     device = next(model.parameters()).device
     batch = len(rows)
-    width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((batch, width), engine.pad_token_id, dtype=torch.long)
-    attention = torch.zeros((batch, width), dtype=torch.long)
-    for i, (ids, _) in enumerate(rows):  # left padding
-        input_ids[i, width - len(ids) :] = torch.tensor(list(ids), dtype=torch.long)
+    # Distinct prompts (P, W), left-padded; the lean stepper prefills each once for all its rows.
+    distinct: dict[tuple[int, ...], int] = {}
+    row_prompt = [distinct.setdefault(tuple(ids), len(distinct)) for ids, _ in rows]
+    width = max(len(ids) for ids in distinct)
+    input_ids = torch.full((len(distinct), width), engine.pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(distinct), width), dtype=torch.long)
+    for ids, i in distinct.items():  # left padding
+        input_ids[i, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
         attention[i, width - len(ids) :] = 1
     input_ids, attention = input_ids.to(device), attention.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (P, W)
     # (B, max_tokens) one uniform per row and step, from the row's own seed: inverse-CDF
     # sampling with it makes a sample depend on its seed alone, not on its batch mates.
     uniforms = torch.empty((batch, params.max_tokens))
@@ -246,8 +258,9 @@ def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | No
     stepper = _LeanStepper(engine.lean) if engine.lean is not None else _HFStepper(model)
     eos = engine.eos_token_ids
     with torch.inference_mode():
-        logits = stepper.prefill(input_ids, attention, positions, params.max_tokens).float()  # (B_active, V)
-        next_position = positions[:, -1:] + 1  # (B_active, 1)
+        rows_index = torch.tensor(row_prompt, device=device)  # (B,) the prompt of each row
+        logits = stepper.prefill(input_ids, attention, positions, params.max_tokens, rows_index).float()  # (B_active, V)
+        next_position = positions[rows_index, -1:] + 1  # (B_active, 1)
         for step in range(params.max_tokens):
             scaled = logits / params.temperature if params.temperature > 0 else logits
             log_probs = torch.log_softmax(scaled, dim=-1)  # (B_active, V) the distribution trained on

@@ -6,6 +6,11 @@ ops on the model's own parameters, so gradients still reach them and weight upda
 copy. Used by the ``hf`` engine's sampler and by the trainer's log-prob pass whenever
 ``LeanDecoder.supports(model)``; otherwise both use the model itself. Tests check that its
 logits equal the model's.
+
+``forward_prefixed`` is the training pass: the samples of a group share their prompt, so each
+distinct prompt is run once and its keys and values are shared by the group's completions
+(the same function, with the prompt's share of the work divided by the group size; gradients
+from every completion reach the one copy of the prompt).
 """
 
 from __future__ import annotations
@@ -88,9 +93,10 @@ class LeanDecoder:
         cache: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
         cache_start: int = 0,
         last_only: bool = False,
-        select: torch.Tensor | None = None,
+        head: bool = True,
     ) -> torch.Tensor:
-        """Logits (B, T, V); (B, 1, V) with ``last_only``; (B, K, V) at positions ``select`` (B, K).
+        """Logits (B, T, V); (B, 1, V) with ``last_only``. Without ``head``, the hidden states
+        (B, T, H) or (B, 1, H) that ``head`` turns into those logits.
 
         ``input_ids``/``positions``: (B, T). ``key_mask``: (B, S) bool, which key slots hold
         real tokens, S = cache_start + T (or T without a cache). With a cache, the new keys
@@ -98,30 +104,25 @@ class LeanDecoder:
         """
         hidden = self.embed(input_ids)  # (B, T, H)
         batch, steps, _ = hidden.shape
-        freqs = positions[..., None].float() * self.inv_freq.to(hidden.device)  # (B, T, D/2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos = emb.cos().to(hidden.dtype)[:, None]  # (B, 1, T, D)
-        # rotate_half(x) * sin == roll(x, D/2) * [-sin, sin]: one roll instead of slices and a cat.
-        sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1).to(hidden.dtype)[:, None]
+        cos, sin = self._rotary(positions, hidden.dtype)
+        cos, sin = cos[:, :, None], sin[:, :, None]  # (B, T, 1, D)
         keys_len = key_mask.shape[1]
         query_slots = torch.arange(cache_start, cache_start + steps, device=hidden.device)
         slots = torch.arange(keys_len, device=hidden.device)[None, :]
         causal = slots <= query_slots[:, None]  # (T, S)
         # A padding query sees at least its own slot, so no attention row is empty (no NaNs).
         mask = (causal[None, None] & key_mask[:, None, None, :]) | (slots == query_slots[:, None])[None, None]  # (B, 1, T, S)
+        rotated = self.heads + self.kv_heads
         for index, layer in enumerate(self.layers):
-            attention = layer.self_attn
+            attention, mlp = layer.self_attn, layer.mlp
             normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
-            fused = self._fused[index] if self._fused is not None else None
-            if fused is not None:
-                q, k, v = F.linear(normed, fused[0], fused[1]).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-            else:
-                q, k, v = attention.q_proj(normed), attention.k_proj(normed), attention.v_proj(normed)
-            q = q.reshape(batch, steps, self.heads, self.head_dim).transpose(1, 2)
-            k = k.reshape(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2)
-            v = v.reshape(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2)
-            half = self.head_dim // 2
-            q, k = q * cos + q.roll(half, -1) * sin, k * cos + k.roll(half, -1) * sin
+            qkv_weight, qkv_bias, gate_up = self._fused[index] if self._fused is not None else self._fused_weights(layer)
+            qkv = F.linear(normed, qkv_weight, qkv_bias).view(batch, steps, -1, self.head_dim)  # (B, T, heads + 2 kv_heads, D)
+            # Queries and keys rotate together: they sit side by side in the fused projection.
+            qk = qkv[:, :, :rotated]
+            qk = qk * cos + qk.roll(self.head_dim // 2, -1) * sin
+            q, k = qk[:, :, : self.heads].transpose(1, 2), qk[:, :, self.heads :].transpose(1, 2)
+            v = qkv[:, :, rotated:].transpose(1, 2)
             if cache is not None:
                 key_cache, value_cache = cache[index]
                 key_cache[:, :, cache_start : cache_start + steps] = k
@@ -130,17 +131,83 @@ class LeanDecoder:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
             hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(batch, steps, -1))
             normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
-            mlp = layer.mlp
-            if fused is not None:
-                gate, up = F.linear(normed, fused[2]).chunk(2, dim=-1)
-            else:
-                gate, up = mlp.gate_proj(normed), mlp.up_proj(normed)
+            gate, up = F.linear(normed, gate_up).chunk(2, dim=-1)
             hidden = hidden + mlp.down_proj(F.silu(gate) * up)
         if last_only:
             hidden = hidden[:, -1:]
-        elif select is not None:
-            hidden = hidden.gather(1, select[:, :, None].expand(-1, -1, hidden.shape[-1]))
+        return self.head(hidden) if head else hidden
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits (..., V) from final hidden states (..., H): the last norm, then the LM head."""
         return self.lm_head(_rms_norm(hidden, self.norm.weight, self.eps))
+
+    def forward_prefixed(
+        self,
+        prefix_ids: torch.Tensor,
+        prefix_lengths: torch.Tensor,
+        row_prefix: torch.Tensor,
+        suffix_ids: torch.Tensor,
+        suffix_lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        """Logits (B, C, V) predicting each suffix token, over rows that share prefixes.
+
+        Row b is the sequence ``prefix_ids[row_prefix[b], :prefix_lengths[...]]`` followed by
+        ``suffix_ids[b, :suffix_lengths[b]]``; ``logits[b, j]`` is the distribution the model
+        gives ``suffix_ids[b, j]``. ``prefix_ids``: (P, Tp) right-padded, ``prefix_lengths``:
+        (P,) at least 1; ``row_prefix``: (B,) indices into P; ``suffix_ids``: (B, C)
+        right-padded. Logits at padding positions are unspecified. Each prefix is computed
+        once whatever the number of rows sharing it.
+        """
+        device = prefix_ids.device
+        prefixes, prefix_width = prefix_ids.shape
+        rows, width = suffix_ids.shape
+        prefix_slots, suffix_slots = torch.arange(prefix_width, device=device), torch.arange(width, device=device)
+        prefix_real = prefix_slots[None, :] < prefix_lengths[:, None]  # (P, Tp)
+        suffix_real = suffix_slots[None, :] < suffix_lengths[:, None]  # (B, C)
+        # A padding query sees at least its own slot, so no attention row is empty (no NaNs).
+        prefix_mask = ((prefix_slots[None, :] <= prefix_slots[:, None]) & prefix_real[:, None, :]) | torch.eye(prefix_width, dtype=torch.bool, device=device)
+        suffix_mask = ((suffix_slots[None, :] <= suffix_slots[:, None]) & suffix_real[:, None, :]) | torch.eye(width, dtype=torch.bool, device=device)
+        # (B, 1, C, Tp + C): a suffix query sees its prompt's real tokens, then its own past.
+        suffix_mask = torch.cat([prefix_real[row_prefix][:, None, :].expand(-1, width, -1), suffix_mask], dim=-1)[:, None]
+        prefix_mask = prefix_mask[:, None]  # (P, 1, Tp, Tp)
+        positions = torch.cat([prefix_slots.expand(prefixes, -1).reshape(-1), (prefix_lengths[row_prefix][:, None] + suffix_slots).reshape(-1)])
+        # The prompt tokens then the completion tokens, flattened: (N, H), N = P*Tp + B*C.
+        hidden = self.embed(torch.cat([prefix_ids.reshape(-1), suffix_ids.reshape(-1)]))
+        cos, sin = self._rotary(positions, hidden.dtype)
+        cos, sin = cos[:, None], sin[:, None]  # (N, 1, D)
+        split = prefixes * prefix_width
+        half = self.head_dim // 2
+        for layer in self.layers:
+            attention = layer.self_attn
+            normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
+            q = attention.q_proj(normed).view(-1, self.heads, self.head_dim)
+            k = attention.k_proj(normed).view(-1, self.kv_heads, self.head_dim)
+            v = attention.v_proj(normed).view(-1, self.kv_heads, self.head_dim)
+            q, k = q * cos + q.roll(half, -1) * sin, k * cos + k.roll(half, -1) * sin
+            # (P, heads, Tp, D) and (B, heads, C, D)
+            qp, kp, vp = (x[:split].view(prefixes, prefix_width, -1, self.head_dim).transpose(1, 2) for x in (q, k, v))
+            qs, ks, vs = (x[split:].view(rows, width, -1, self.head_dim).transpose(1, 2) for x in (q, k, v))
+            gqa = self.kv_heads != self.heads
+            out_prefix = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=prefix_mask, enable_gqa=gqa)
+            keys, values = torch.cat([kp[row_prefix], ks], dim=2), torch.cat([vp[row_prefix], vs], dim=2)
+            out_suffix = F.scaled_dot_product_attention(qs, keys, values, attn_mask=suffix_mask, enable_gqa=gqa)
+            out = torch.cat([out_prefix.transpose(1, 2).reshape(split, -1), out_suffix.transpose(1, 2).reshape(rows * width, -1)])
+            hidden = hidden + attention.o_proj(out)
+            normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
+            mlp = layer.mlp
+            hidden = hidden + mlp.down_proj(F.silu(mlp.gate_proj(normed)) * mlp.up_proj(normed))
+        # Suffix token 0 is predicted by the prompt's last token, token j by suffix token j - 1.
+        last_prompt = hidden[:split].view(prefixes, prefix_width, -1)[row_prefix, prefix_lengths[row_prefix] - 1]  # (B, H)
+        predicting = torch.cat([last_prompt[:, None], hidden[split:].view(rows, width, -1)[:, :-1]], dim=1)  # (B, C, H)
+        return self.head(predicting)
+
+    def _rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin (..., D) of ``positions`` (...), with the sign of rotate_half in sin:
+        rotate_half(x) * sin == roll(x, D/2) * [-sin, sin], one roll instead of slices and a cat."""
+        freqs = positions[..., None].float() * self.inv_freq.to(positions.device)  # (..., D/2)
+        cos = torch.cat((freqs, freqs), dim=-1).cos().to(dtype)
+        sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1).to(dtype)
+        return cos, sin
 
 
 def _rope_theta(config: Any) -> float:
@@ -157,5 +224,5 @@ def _rope_theta(config: Any) -> float:
 def _rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     if hidden.dtype == torch.float32:  # one fused op, the same values
         return F.rms_norm(hidden, (hidden.shape[-1],), weight, eps)
-    variance = hidden.float().pow(2).mean(-1, keepdim=True)
+    variance = hidden.float().pow(2).mean(-1, keepdim=True)  # in fp32 whatever the dtype, as the model does
     return weight * (hidden.float() * torch.rsqrt(variance + eps)).to(hidden.dtype)

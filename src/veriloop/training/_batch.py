@@ -65,21 +65,22 @@ def completion_logprobs(
     """Log-probs (B, C) of each completion token under ``model`` at ``temperature``.
 
     Also the per-token entropy (B, C) when asked. Gradients flow unless the caller disables
-    them. ``lean`` (a LeanDecoder over the same model) computes the same values faster.
+    them. ``lean`` (a LeanDecoder over the same model) computes the same values faster, each
+    distinct prompt once for all the rows that share it.
     """
     device = next(model.parameters()).device
-    width = batch.completion_ids.shape[1]
-    input_ids, attention = batch.input_ids.to(device), batch.attention_mask.to(device)
-    # Position p predicts token p + 1: the completion of row b is predicted by
-    # positions prompt_len - 1 ... prompt_len + C - 2.
-    offsets = batch.prompt_lengths.to(device)[:, None] - 1 + torch.arange(width, device=device)[None, :]  # (B, C)
-    offsets = offsets.clamp(max=input_ids.shape[1] - 1)
     if lean is not None:
-        positions = torch.arange(input_ids.shape[1], device=device).expand_as(input_ids)
-        picked = lean.forward(input_ids, positions, attention.bool(), select=offsets).float() / temperature  # (B, C, V)
+        picked = lean.forward_prefixed(*_shared_prompts(batch, device))  # (B, C, V)
     else:
+        width = batch.completion_ids.shape[1]
+        input_ids, attention = batch.input_ids.to(device), batch.attention_mask.to(device)
+        # Position p predicts token p + 1: the completion of row b is predicted by
+        # positions prompt_len - 1 ... prompt_len + C - 2.
+        offsets = batch.prompt_lengths.to(device)[:, None] - 1 + torch.arange(width, device=device)[None, :]  # (B, C)
+        offsets = offsets.clamp(max=input_ids.shape[1] - 1)
         logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, L, V)
-        picked = logits.gather(1, offsets[:, :, None].expand(-1, -1, logits.shape[-1])).float() / temperature  # (B, C, V)
+        picked = logits.gather(1, offsets[:, :, None].expand(-1, -1, logits.shape[-1]))  # (B, C, V)
+    picked = picked.to(torch.promote_types(picked.dtype, torch.float32)) / temperature  # half precision computed in fp32
     targets = batch.completion_ids.to(device)
     logprobs = picked.gather(-1, targets[:, :, None])[:, :, 0] - torch.logsumexp(picked, dim=-1)  # (B, C)
     entropy = None
@@ -87,3 +88,23 @@ def completion_logprobs(
         log_p = torch.log_softmax(picked, dim=-1)
         entropy = -(log_p.exp() * log_p).sum(-1)
     return logprobs, entropy
+
+
+def _shared_prompts(batch: TokenBatch, device: Any) -> tuple[torch.Tensor, ...]:
+    """``LeanDecoder.forward_prefixed`` arguments: each distinct prompt once, the rows' completions.
+
+    Returns prefix_ids (P, Tp) right-padded, prefix_lengths (P,), row_prefix (B,),
+    suffix_ids (B, C), suffix_lengths (B,).
+    """
+    lengths = batch.prompt_lengths.tolist()
+    if min(lengths) < 1:
+        raise ValueError("every sequence needs a prompt of at least one token")
+    index: dict[tuple[int, ...], int] = {}
+    row_prefix = [index.setdefault(tuple(row[:n]), len(index)) for row, n in zip(batch.input_ids.tolist(), lengths)]
+    prefix_ids = torch.zeros((len(index), max(lengths)), dtype=torch.long)
+    for prompt, i in index.items():
+        prefix_ids[i, : len(prompt)] = torch.tensor(prompt)
+    prefix_lengths = torch.tensor([len(prompt) for prompt in index])
+    suffix_lengths = batch.attention_mask.sum(1) - batch.prompt_lengths
+    return (prefix_ids.to(device), prefix_lengths.to(device), torch.tensor(row_prefix, device=device),
+            batch.completion_ids.to(device), suffix_lengths.to(device))
