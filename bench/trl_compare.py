@@ -8,7 +8,7 @@ steps; the figure is the median seconds per step over steps 3 onwards. The last 
 is a JSON object with veriloop_s_per_step, trl_s_per_step, veriloop_peak_rss_mb, trl_peak_rss_mb.
 
     .venv/bin/pip install 'trl>=0.20,<2'      # benchmark-only dependency
-    .venv/bin/python bench/trl_compare.py [--steps 12]
+    .venv/bin/python bench/trl_compare.py [--steps 20]
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def child(which: str, model_dir: str, steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--child", choices=["veriloop", "trl"])
     parser.add_argument("--model-dir")
     args = parser.parse_args()
