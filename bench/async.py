@@ -322,7 +322,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--is-cap", type=float, default=2.0, help="pipeline.is_cap of the async runs")
     parser.add_argument("--stale-correction", default="behaviour", choices=["behaviour", "decoupled"], help="pipeline.stale_correction of the async runs")
     parser.add_argument("--code-workers", type=int, default=8,
-                        help="sandbox processes for code verification (the rollout verifies at most 8 answers at once)")
+                        help="sandbox processes for code verification (also how many answers are verified at once)")
     parser.add_argument("--test-wait-ms", type=int, default=100, help="wall time each test run waits in the sandbox (0: none)")
     parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task")
     parser.add_argument("--train-size", type=int, default=3000)
