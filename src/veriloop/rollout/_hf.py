@@ -3,8 +3,9 @@
 The sampling loop is our own rather than ``model.generate`` so that it can (a) report the
 log-prob of every sampled token, (b) give every sample its own random stream, so a sample
 depends on its seed and not on which other requests shared its batch, (c) drop finished rows
-from the KV cache as it goes, and (d) stop rows that loop. ``bench/generate.py`` measures it
-against ``model.generate`` on the same model and batch.
+from the KV cache as it goes, (d) stop rows that loop, and (e) prefill a prompt shared by
+several rows (a group) once. ``bench/generate.py`` measures it against ``model.generate`` on
+the same model and batch.
 """
 
 from __future__ import annotations

@@ -61,9 +61,10 @@ class LeanDecoder:
         return not hasattr(layer.self_attn, "q_norm")
 
     def fuse(self) -> None:
-        """Concatenate q/k/v and gate/up weights for inference (fewer, larger matmuls).
+        """Concatenate q/k/v and gate/up weights once, for inference (``forward`` uses them).
 
-        Call again after the weights change; ``unfuse`` returns to the live parameters.
+        Call again after the weights change. After ``unfuse``, ``forward`` concatenates the
+        live parameters on every call (slower, and gradients reach them).
         """
         with torch.no_grad():
             self._fused = [self._fused_weights(layer) for layer in self.layers]
