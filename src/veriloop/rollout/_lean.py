@@ -63,8 +63,7 @@ class LeanDecoder:
     def fuse(self) -> None:
         """Concatenate q/k/v and gate/up weights once, for inference (``forward`` uses them).
 
-        Call again after the weights change. After ``unfuse``, ``forward`` concatenates the
-        live parameters on every call (slower, and gradients reach them).
+        Call again after the weights change; ``unfuse`` returns to the live parameters.
         """
         with torch.no_grad():
             self._fused = [self._fused_weights(layer) for layer in self.layers]
@@ -113,17 +112,23 @@ class LeanDecoder:
         causal = slots <= query_slots[:, None]  # (T, S)
         # A padding query sees at least its own slot, so no attention row is empty (no NaNs).
         mask = (causal[None, None] & key_mask[:, None, None, :]) | (slots == query_slots[:, None])[None, None]  # (B, 1, T, S)
-        rotated = self.heads + self.kv_heads
+        half = self.head_dim // 2
         for index, layer in enumerate(self.layers):
             attention, mlp = layer.self_attn, layer.mlp
             normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
-            qkv_weight, qkv_bias, gate_up = self._fused[index] if self._fused is not None else self._fused_weights(layer)
-            qkv = F.linear(normed, qkv_weight, qkv_bias).view(batch, steps, -1, self.head_dim)  # (B, T, heads + 2 kv_heads, D)
-            # Queries and keys rotate together: they sit side by side in the fused projection.
-            qk = qkv[:, :, :rotated]
-            qk = qk * cos + qk.roll(self.head_dim // 2, -1) * sin
-            q, k = qk[:, :, : self.heads].transpose(1, 2), qk[:, :, self.heads :].transpose(1, 2)
-            v = qkv[:, :, rotated:].transpose(1, 2)
+            fused = self._fused[index] if self._fused is not None else None
+            if fused is not None:
+                qkv = F.linear(normed, fused[0], fused[1]).view(batch, steps, -1, self.head_dim)  # (B, T, heads + 2 kv_heads, D)
+                # Queries and keys rotate together: they sit side by side in the fused projection.
+                qk = qkv[:, :, : self.heads + self.kv_heads]
+                qk = qk * cos + qk.roll(half, -1) * sin
+                q, k, v = qk[:, :, : self.heads], qk[:, :, self.heads :], qkv[:, :, self.heads + self.kv_heads :]
+            else:
+                q = attention.q_proj(normed).view(batch, steps, self.heads, self.head_dim)
+                k = attention.k_proj(normed).view(batch, steps, self.kv_heads, self.head_dim)
+                v = attention.v_proj(normed).view(batch, steps, self.kv_heads, self.head_dim)
+                q, k = q * cos + q.roll(half, -1) * sin, k * cos + k.roll(half, -1) * sin
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, heads, T, D)
             if cache is not None:
                 key_cache, value_cache = cache[index]
                 key_cache[:, :, cache_start : cache_start + steps] = k
@@ -132,7 +137,10 @@ class LeanDecoder:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
             hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(batch, steps, -1))
             normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
-            gate, up = F.linear(normed, gate_up).chunk(2, dim=-1)
+            if fused is not None:
+                gate, up = F.linear(normed, fused[2]).chunk(2, dim=-1)
+            else:
+                gate, up = mlp.gate_proj(normed), mlp.up_proj(normed)
             hidden = hidden + mlp.down_proj(F.silu(gate) * up)
         if last_only:
             hidden = hidden[:, -1:]
