@@ -41,8 +41,6 @@ class LeanDecoder:
         theta = _rope_theta(config)
         self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float) / self.head_dim))
         self._fused: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]] | None = None
-        self.q_size = self.heads * self.head_dim
-        self.kv_size = self.kv_heads * self.head_dim
 
     @staticmethod
     def supports(model: Any) -> bool:
