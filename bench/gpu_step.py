@@ -11,6 +11,12 @@ once, every completion token) plus the attention matmuls, against ``--peak-tflop
 
     .venv/bin/python bench/gpu_step.py                       # on a CUDA machine
     .venv/bin/python bench/gpu_step.py --device cpu --shape tiny --steps 2   # the same path on CPU
+
+On a machine whose Python already has torch and transformers but nothing else of ours and no
+network, veriloop needs only pydantic besides: download its wheels elsewhere (2.8 MB,
+``pip download pydantic -d wheels --only-binary=:all: --python-version 3.12 --platform
+manylinux2014_x86_64``), then ``pip install --no-index wheels/*.whl`` and
+``PYTHONPATH=src python3 bench/gpu_step.py``.
 """
 
 from __future__ import annotations
