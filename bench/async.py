@@ -238,16 +238,12 @@ def evaluate_base(args: argparse.Namespace, paths: dict[str, Any], out: Path) ->
 
 def summarize_run(result: dict[str, Any], group_size: int, code_workers: int) -> dict[str, Any]:
     """Throughput and utilisation of one run from its per-step records."""
+    from veriloop.evaluation import pipeline_utilisation
+
     records = result["records"]
     sampled = sum(r.get("groups/sampled", 0) for r in records) * group_size
     trained = sum(r.get("groups/kept", 0) for r in records) * group_size
-    rollout_s = [r.get("time/rollout_s", 0.0) for r in records]
-    staleness: dict[str, int] = {}
-    for r in records:
-        for key, value in r.items():
-            if key.startswith("staleness/hist/"):
-                staleness[key.rsplit("/", 1)[1]] = staleness.get(key.rsplit("/", 1)[1], 0) + int(value)
-    last = records[-1]
+    utilisation = pipeline_utilisation(records)  # what the training report shows
     total_s = result["train_s"]
     mean = lambda key: statistics.fmean(r.get(key, 0.0) for r in records)  # noqa: E731
     return {
@@ -261,24 +257,23 @@ def summarize_run(result: dict[str, Any], group_size: int, code_workers: int) ->
         "trained_samples_per_s": round(trained / total_s, 2),
         "steps_per_s": round(len(records) / total_s, 4),
         "sampled": sampled,
-        "trainer_busy_fraction": round(last["util/trainer_busy_fraction"], 3),
-        "generator_busy_fraction": round(last["util/generator_busy_fraction"], 3),
+        "trainer_busy_fraction": round(utilisation.trainer_busy, 3),
+        "generator_busy_fraction": round(utilisation.generator_busy, 3),
         # Code verification's share of the sandbox workers' time over the training loop
-        # (util/sandbox_busy_fraction counts tool runs only; these episodes use none). At most 8
-        # checks run at once (the rollout's verifier threads), so with 8 or more workers none
-        # waits for one; with fewer, the time spent queued counts as busy.
+        # (util/sandbox_busy_fraction counts tool runs only; these episodes use none). As many
+        # checks run at once as there are workers (the rollout's verifier threads follow them).
         "sandbox_busy_fraction": round(result["sandbox_s"] / (total_s * code_workers), 3),
         "sandbox_runs_per_s": round(result["sandbox_runs"] / total_s, 2),
-        "tool_sandbox_busy_fraction": round(sum(r["util/sandbox_busy_fraction"] * s for r, s in zip(records, rollout_s)) / max(sum(rollout_s), 1e-9), 3),
-        "inference_to_training": round(mean("util/generator_busy_s") / max(mean("util/trainer_busy_s"), 1e-9), 3),
+        "tool_sandbox_busy_fraction": round(utilisation.sandbox_busy or 0.0, 3),
+        "inference_to_training": round(utilisation.inference_to_training or 0.0, 3),
         "trainer_busy_s_per_step": round(mean("util/trainer_busy_s"), 3),
         "trainer_wait_s_per_step": round(mean("util/trainer_wait_s"), 3),
         "generator_busy_s_per_step": round(mean("util/generator_busy_s"), 3),
         "generator_wait_s_per_step": round(mean("util/generator_wait_s"), 3),
         "engine_busy_s_per_step": round(mean("util/engine_busy_s"), 3),
         "update_s_per_step": round(mean("time/update_s"), 3),
-        "queue_depth_mean": round(mean("util/queue_depth"), 3),
-        "staleness_hist": dict(sorted(staleness.items(), key=lambda kv: int(kv[0]))),
+        "queue_depth_mean": round(utilisation.queue_depth or 0.0, 3),
+        "staleness_hist": {str(age): count for age, count in utilisation.staleness.items()},
         "reward_first_steps": round(statistics.fmean(r["reward/sampled_mean"] for r in records[:5]), 3),
         "reward_last_steps": round(statistics.fmean(r["reward/sampled_mean"] for r in records[-5:]), 3),
         "heldout_pass1": round(result["heldout_pass1"], 4),

@@ -14,7 +14,7 @@ from veriloop.evaluation._passk import (
     pass_rate_interval,
     wilson_interval,
 )
-from veriloop.evaluation._report import render_report, write_report
+from veriloop.evaluation._report import Utilisation, pipeline_utilisation, render_report, write_report
 from veriloop.evaluation._run import EvalSettings, load_task_inputs, open_engine, resolve_model_dir, run_eval
 from veriloop.evaluation._run_registry import REGISTRY_FILE, RegisteredRun, RunRegistry, default_registry_path
 from veriloop.evaluation._samples import EvalRun, EvalSample, load_run, read_samples, task_counts
@@ -33,6 +33,7 @@ __all__ = [
     "OverlapReport",
     "RegisteredRun",
     "RunRegistry",
+    "Utilisation",
     "compare",
     "default_registry_path",
     "effective_trials",
@@ -46,6 +47,7 @@ __all__ = [
     "paired_bootstrap",
     "pass_at_k",
     "pass_rate_interval",
+    "pipeline_utilisation",
     "read_samples",
     "render_report",
     "resolve_model_dir",

@@ -124,9 +124,10 @@ class RLTrainer:
         advantages = compute_advantages(algo.advantage, scaled, self.config.rollout.group_size)
         # 6. Old log-probs: the sampler's, or recomputed (and the mismatch measured). Stale
         # samples (async) are corrected by pipeline.stale_correction.
-        old_logprobs, importance, correction = self._old_logprobs(batch, stale=sampled.policy_version < self.version)
+        stale = sampled.policy_version < self.version
+        old_logprobs, importance, correction = self._old_logprobs(batch, stale)
         # 7. Clipped policy loss over micro-batches, gradient accumulation, optimizer step.
-        update = self._update(batch, old_logprobs, advantages, reference_logprobs, importance, stale=sampled.policy_version < self.version)
+        update = self._update(batch, old_logprobs, advantages, reference_logprobs, importance, stale)
         # 8. Weight sync: the new version goes to the rollout backend and tags later samples.
         self._publish_weights(self.version + 1)
         if self.store is not None:
