@@ -77,6 +77,7 @@ def _without_timings(records):
     return [{k: v for k, v in r.items() if not k.startswith(("time/", "util/")) and not k.endswith("per_s")} for r in records]
 
 
+@pytest.mark.determinism
 def test_resume_continues_the_schedule_exactly(trained_run, tiny_model_dir, tmp_path):
     straight, _ = trained_run
     out = tmp_path / "run"

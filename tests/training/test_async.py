@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 
 from veriloop.rollout import TrajectoryStore
@@ -18,7 +19,10 @@ def _run(make_config, tasks, name, **pipeline):
     return trainer, history
 
 
+@pytest.mark.determinism
 def test_staleness_0_reproduces_the_synchronous_run(make_config, digit_tasks):
+    """Bit for bit: staleness 0 is the synchronous algorithm, the same operations on the same data in
+    the same order; any difference is a bug in the pipeline, not rounding."""
     sync, sync_history = _run(make_config, digit_tasks, "sync")
     same, async_history = _run(make_config, digit_tasks, "async0", mode="async", max_staleness=0)
     for a, b in zip(sync_history, async_history, strict=True):
@@ -70,6 +74,7 @@ def test_utilisation_metrics_are_logged(make_config, digit_tasks):
         assert 0 < record["util/generator_busy_fraction"] <= 1
 
 
+@pytest.mark.determinism
 def test_kill_and_resume_keeps_exactly_once_accounting(tmp_path, config_file, digit_tasks):
     path = config_file(rollout={"prompts_per_step": 3}, algorithm={"max_refills": 1}, optim={"warmup_steps": 1},
                        pipeline={"mode": "async", "max_staleness": 2}, run={"steps": 6, "checkpoint_every": 2})

@@ -144,7 +144,8 @@ def _start_cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(autouse=True)
 def _torch_threads() -> Iterator[None]:
-    """Both sides sample with one torch thread (equal numerics); the count is restored after."""
+    """One torch thread here, as in the actors: the worker node shares this machine's cores.
+    (Numerics do not depend on it: MKL runs in strict mode.) The count is restored after."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -209,7 +210,10 @@ def test_shards_are_contiguous_balanced_and_cover_every_task():
     assert shard_bounds(0, 2) == []
 
 
+@pytest.mark.determinism
 def test_rollouts_run_on_the_worker_node_and_match_a_local_worker(ray_cluster, tiny_model_dir):
+    """Sampled bit for bit like the local worker: shards see other batch shapes than the whole batch,
+    and a sample must depend only on its seed (MKL in strict mode, veriloop.core._blas)."""
     spec = _spec(tiny_model_dir)
     tasks = _print_tasks(5)  # two actors: shards of 3 and 2 tasks
     model, _ = load_policy(spec.model)
@@ -236,6 +240,7 @@ def test_rollouts_run_on_the_worker_node_and_match_a_local_worker(ray_cluster, t
     assert _sampled(batch.trajectories) == _sampled(expected.trajectories)
 
 
+@pytest.mark.determinism
 def test_a_worker_killed_mid_batch_loses_nothing(ray_cluster, tiny_model_dir):
     # One episode at a time and no tools: a shard takes a while, and an actor starts its first
     # sandbox at its first verification, the sign that its shard is under way.
@@ -272,9 +277,11 @@ def test_a_shard_lost_more_often_than_allowed_is_a_clear_error(ray_cluster, tiny
         backend.close()
 
 
+@pytest.mark.determinism
 def test_training_with_ray_rollouts_matches_local_training(ray_cluster, tiny_model_dir, tmp_path, monkeypatch):
     """Sync local, sync on Ray, and async on Ray with max_staleness 0 (the sync algorithm exactly)
-    sample the same completions and end at the same weights."""
+    sample the same completions and end at the same weights, bit for bit: the same algorithm on
+    the same data, sampled in other batch shapes, which strict MKL makes irrelevant."""
     tasks = [
         Task(id=f"d{i}", domain="format", prompt=f"Write a digit, {i}.", verifier={"kind": "regex", "pattern": r"\d", "mode": "search"})
         for i in range(8)

@@ -3,10 +3,14 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 
 
+@pytest.mark.determinism
 def test_a_killed_run_resumes_and_reproduces_the_next_steps(tmp_path, config_file):
+    """Bit for bit: a resumed run restores weights, optimizer, RNG and sampler and repeats the same
+    operations in the same shapes, so it must write the checkpoints the uninterrupted run wrote."""
     from veriloop.training import read_metrics
 
     path = config_file(rollout={"prompts_per_step": 2}, optim={"warmup_steps": 2}, run={"steps": 4, "checkpoint_every": 1})

@@ -1,5 +1,6 @@
 """Layer 0: the records every layer exchanges, the error types, registries and record I/O."""
 
+from veriloop.core._blas import BlasMode, blas_mode, ensure_strict_blas
 from veriloop.core._errors import RowErrors, UnknownNameError, UserError
 from veriloop.core._io import (
     atomic_write,
@@ -28,6 +29,7 @@ from veriloop.core._records import (
 from veriloop.core._registry import Registry
 
 __all__ = [
+    "BlasMode",
     "ExecResult",
     "ExecStatus",
     "Message",
@@ -44,7 +46,9 @@ __all__ = [
     "UnknownNameError",
     "UserError",
     "atomic_write",
+    "blas_mode",
     "describe_validation_error",
+    "ensure_strict_blas",
     "iter_jsonl_objects",
     "iter_objects",
     "read_parquet_rows",

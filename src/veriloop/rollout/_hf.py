@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from veriloop.core import UserError
+from veriloop.core import UserError, ensure_strict_blas
 from veriloop.rollout._engine import ENGINES, Prompt
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._sampling import Sample, SamplingParams
@@ -74,6 +74,7 @@ class HFEngine:
         max_batch_size: int = 64,
         lean: bool = True,
     ):
+        self.blas = ensure_strict_blas()  # before the first matrix product: samples must not depend on their batch
         if isinstance(model, (str, Path)):
             model, loaded_tokenizer = load_model_and_tokenizer(model, device, dtype)
             tokenizer = tokenizer or loaded_tokenizer

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from veriloop.algorithms import AGGREGATIONS, compute_advantages, kl_penalty, policy_loss, truncated_importance_weights
-from veriloop.core import Task, Trajectory, UserError
+from veriloop.core import Task, Trajectory, UserError, ensure_strict_blas
 from veriloop.rollout import HFEngine, LeanDecoder, TrajectoryStore, rollout
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
@@ -53,6 +53,7 @@ class RLTrainer:
     """
 
     def __init__(self, config: TrainConfig, tasks: Sequence[Task] | None = None, heldout: Sequence[Task] | None = None, tools: Any = None):
+        ensure_strict_blas()  # before the policy loads: its samples and updates must not depend on batch shapes
         self.config = config
         self.out = Path(config.run.out)
         self.checkpoint_dir = self.out / "checkpoints"
