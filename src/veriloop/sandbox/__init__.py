@@ -20,7 +20,7 @@ from veriloop.sandbox._languages import LANGUAGES, CodeRun, Language, run_code
 from veriloop.sandbox._limits import Limits
 from veriloop.sandbox._sandbox import Sandbox
 from veriloop.sandbox._service import create_app
-from veriloop.sandbox._worker import SandboxUnavailable
+from veriloop.sandbox._server_handle import SandboxUnavailable
 
 __all__ = [
     "BACKENDS",

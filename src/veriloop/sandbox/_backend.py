@@ -42,11 +42,11 @@ class BwrapBackend:
     def __init__(self, settings: BackendSettings):
         from veriloop.sandbox._bwrap import launch_for
         from veriloop.sandbox._python import find_python
-        from veriloop.sandbox._worker import Worker
+        from veriloop.sandbox._server_handle import ServerHandle
 
         launch = launch_for(find_python(settings.python), settings.limits, settings.network)
-        self._workers = [Worker(launch, settings.limits) for _ in range(settings.workers)]
-        self._idle: queue.SimpleQueue[Worker] = queue.SimpleQueue()
+        self._workers = [ServerHandle(launch, settings.limits) for _ in range(settings.workers)]
+        self._idle: queue.SimpleQueue[ServerHandle] = queue.SimpleQueue()
         try:
             for worker in self._workers:
                 worker.spawn()

@@ -25,7 +25,7 @@ from veriloop.sandbox._seccomp import seccomp_program
 SANDBOX_UID = 1000  # the run's uid as the sandbox sees it
 NOBODY = 65534
 HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
-ZYGOTE_SOURCE = (Path(__file__).with_name("_zygote.py")).read_text(encoding="utf-8")
+SERVER_SOURCE = (Path(__file__).parent / "sandboxed" / "_server.py").read_text(encoding="utf-8")
 
 _MIN_BWRAP = (0, 8, 0)
 _ROOT_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -112,7 +112,7 @@ def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
     program = seccomp_program()
     if program is not None:
         data.append(("--seccomp", "", program))
-    command = [python.executable, "-I", "-c", ZYGOTE_SOURCE]
+    command = [python.executable, "-I", "-c", SERVER_SOURCE]
     return Launch(
         head=tuple(head), data=tuple(data), tail=(*args, *command), run_as=NOBODY if os.geteuid() == 0 else None
     )

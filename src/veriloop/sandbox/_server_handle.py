@@ -85,7 +85,7 @@ def _child_of(pid: int) -> int | None:
     return int(children[0]) if len(children) == 1 else None
 
 
-class Worker:
+class ServerHandle:
     """A sandbox server process and the pipes to it. Not thread-safe: one job at a time."""
 
     def __init__(self, launch: Launch, limits: Limits):
