@@ -13,6 +13,7 @@ from veriloop.core._io import (
     write_parquet,
     write_records,
 )
+from veriloop.core._plugins import ENTRY_POINT_GROUP, PLUGINS_ENV, load_plugins, resolve_plugin
 from veriloop.core._records import (
     ExecResult,
     ExecStatus,
@@ -30,9 +31,11 @@ from veriloop.core._registry import Registry
 
 __all__ = [
     "BlasMode",
+    "ENTRY_POINT_GROUP",
     "ExecResult",
     "ExecStatus",
     "Message",
+    "PLUGINS_ENV",
     "Record",
     "Registry",
     "Response",
@@ -51,8 +54,10 @@ __all__ = [
     "ensure_strict_blas",
     "iter_jsonl_objects",
     "iter_objects",
+    "load_plugins",
     "read_parquet_rows",
     "read_records",
+    "resolve_plugin",
     "write_jsonl",
     "write_parquet",
     "write_records",
