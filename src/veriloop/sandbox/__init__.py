@@ -14,13 +14,12 @@ of ``LANGUAGES``; ``create_app`` is the HTTP service (SandboxFusion's ``/run_cod
 
 from veriloop.core import ExecResult, Snapshot
 from veriloop.sandbox import _remote  # noqa: F401  (registers the "remote" backend)
-from veriloop.sandbox._backend import BACKENDS, Backend, BackendSettings
+from veriloop.sandbox._backend import BACKENDS, Backend, BackendSettings, SandboxUnavailable
 from veriloop.sandbox._job import Job
 from veriloop.sandbox._languages import LANGUAGES, CodeRun, Language, run_code
 from veriloop.sandbox._limits import Limits
 from veriloop.sandbox._sandbox import Sandbox
 from veriloop.sandbox._service import create_app
-from veriloop.sandbox._server_handle import SandboxUnavailable
 
 __all__ = [
     "BACKENDS",

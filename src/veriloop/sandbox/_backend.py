@@ -1,4 +1,7 @@
-"""Sandbox backends, by name: each turns a Job into an ExecResult, on ``workers`` at once."""
+"""Sandbox backends, by name: each turns a Job into an ExecResult, on ``workers`` at once.
+
+A backend that cannot start, or loses its service, raises ``SandboxUnavailable``.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from veriloop.core import ExecResult, Registry
+from veriloop.core import ExecResult, Registry, UserError
 from veriloop.sandbox._job import Job
 from veriloop.sandbox._limits import Limits
+
+
+class SandboxUnavailable(UserError):
+    """The sandbox cannot start or be reached here (bubblewrap missing, user namespaces disabled,
+    a service down or refusing the token, ...)."""
 
 
 @dataclass(frozen=True)
@@ -45,26 +53,25 @@ class BwrapBackend:
         from veriloop.sandbox._server_handle import ServerHandle
 
         launch = launch_for(find_python(settings.python), settings.limits, settings.network)
-        self._workers = [ServerHandle(launch, settings.limits) for _ in range(settings.workers)]
+        self._servers = [ServerHandle(launch, settings.limits) for _ in range(settings.workers)]
         self._idle: queue.SimpleQueue[ServerHandle] = queue.SimpleQueue()
         try:
-            for worker in self._workers:
-                worker.spawn()
-            for worker in self._workers:
-                worker.wait_ready()
-                self._idle.put(worker)
+            for server in self._servers:
+                server.spawn()
+            for server in self._servers:
+                server.wait_ready()
+                self._idle.put(server)
         except BaseException:
             self.close()
             raise
-        self.python_version = self._workers[0].python_version
 
     def execute(self, job: Job) -> ExecResult:
-        worker = self._idle.get()
+        server = self._idle.get()
         try:
-            return worker.execute(job)
+            return server.execute(job)
         finally:
-            self._idle.put(worker)
+            self._idle.put(server)
 
     def close(self) -> None:
-        for worker in self._workers:
-            worker.shutdown()
+        for server in self._servers:
+            server.shutdown()

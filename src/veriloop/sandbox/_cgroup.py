@@ -14,8 +14,7 @@ import itertools
 import os
 from pathlib import Path
 
-from veriloop.sandbox._job import MIB
-from veriloop.sandbox._limits import Limits
+from veriloop.sandbox._limits import MIB, Limits
 
 _SERVER_ROOM = 64 * MIB  # the sandbox server and bubblewrap's own pages
 _TMPFS_MOUNTS = 3

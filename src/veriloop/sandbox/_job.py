@@ -9,9 +9,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from veriloop.core import Record, Snapshot, UserError, describe_validation_error
-from veriloop.sandbox._limits import Limits
-
-MIB = 1 << 20
+from veriloop.sandbox._limits import MIB, Limits
 
 
 def workspace_path(path: str) -> str:

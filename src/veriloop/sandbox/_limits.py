@@ -1,21 +1,43 @@
-"""The limits every sandboxed run gets: time, memory, processes, files, disk, output."""
+"""The limits every sandboxed run gets, and the exact numbers the sandbox server applies for them.
+
+``Limits`` is what a caller asks for. ``enforced_limits`` turns it, on the host and once per
+run, into ``EnforcedLimits``: the numbers sent to the server inside the sandbox, which applies
+them as they are (lowering an rlimit only where its own hard limit is lower still).
+"""
 
 from __future__ import annotations
+
+import math
 
 from pydantic import Field
 
 from veriloop.core import Record
 
+MIB = 1 << 20
+_SERVER_TASKS = 1  # the sandbox server (the PID namespace's init) counts against the run's RLIMIT_NPROC
+
 
 class Limits(Record):
     """Resource limits of one run. Hitting one is a status of the ExecResult, not an exception.
 
-    ``memory_mb`` bounds the address space of each process (``RLIMIT_AS``). When the host runs
-    as root with a cgroup v1 memory controller it also bounds the run's processes together
-    (plus its files in tmpfs, see ``_cgroup``); elsewhere a run of several processes may use up
-    to ``max_processes`` times that much. ``disk_mb`` is the size of each writable place in
-    the sandbox (the workspace, ``/tmp`` and ``/dev/shm``); it is fixed when a sandbox starts,
-    so a per-run ``Limits`` can lower the file size limit but not grow a mount.
+    | field          | what it limits                | mechanism                               | enforced in          |
+    |----------------|-------------------------------|-----------------------------------------|----------------------|
+    | timeout_s      | wall time of the run          | deadline, then SIGKILL of every process | sandboxed/_server.py |
+    |                | a server that stops answering | host deadline (+ grace, transfer time)  | _server_handle.py    |
+    | cpu_s          | CPU time of each process      | RLIMIT_CPU, rounded up; SIGKILL 1 s on  | sandboxed/_server.py |
+    | memory_mb      | address space of each process | RLIMIT_AS                               | sandboxed/_server.py |
+    |                | all processes and tmpfs files | memory cgroup (root, cgroup v1 only)    | _cgroup.py           |
+    | max_processes  | processes and threads at once | RLIMIT_NPROC (plus one: the server)     | sandboxed/_server.py |
+    | max_open_files | file descriptors per process  | RLIMIT_NOFILE                           | sandboxed/_server.py |
+    | max_file_mb    | largest file written          | RLIMIT_FSIZE, at most disk_mb           | sandboxed/_server.py |
+    | disk_mb        | each writable mount           | tmpfs --size, set as the sandbox starts | _bwrap.py            |
+    |                | a snapshot of the workspace   | a larger one is not sent back           | sandboxed/_server.py |
+    | output_bytes   | stdout and stderr, each       | the run ends one byte past it           | sandboxed/_server.py |
+
+    ``enforced_limits`` gives the server the numbers it applies. Without the memory cgroup (it
+    needs a host running as root with a cgroup v1 memory controller) a run of several processes
+    may use up to ``max_processes`` times ``memory_mb``. ``disk_mb`` is fixed when a sandbox
+    starts, so a per-run ``Limits`` can lower the file size limit but not grow a mount.
     """
 
     timeout_s: float = Field(default=10.0, gt=0, le=3600, description="wall-clock seconds of the run")
@@ -35,3 +57,39 @@ class Limits(Record):
     def cpu_limit_s(self) -> float:
         """The CPU budget actually applied: ``cpu_s`` or, when unset, ``timeout_s``."""
         return self.cpu_s if self.cpu_s is not None else self.timeout_s
+
+
+class EnforcedLimits(Record):
+    """The numbers the sandbox server applies to one run, in the units it applies them in.
+
+    Built by ``enforced_limits`` on the host, once per run, and sent to the server
+    (``sandboxed/_server.py``) as the job's ``enforced``; the server derives no limit of its own.
+    """
+
+    wall_limit_s: float = Field(description="seconds from the fork until every process of the run is killed")
+    cpu_limit_s: float = Field(description="CPU budget; a process killed at or past it ran out of CPU time")
+    cpu_soft_s: int = Field(description="RLIMIT_CPU soft limit (SIGXCPU), whole seconds")
+    cpu_hard_s: int = Field(description="RLIMIT_CPU hard limit (SIGKILL), whole seconds")
+    address_space_bytes: int = Field(description="RLIMIT_AS of each process")
+    tasks: int = Field(description="RLIMIT_NPROC: the run's processes and threads, plus the server")
+    open_files: int = Field(description="RLIMIT_NOFILE of each process")
+    file_bytes: int = Field(description="RLIMIT_FSIZE: largest file, never above a mount's size")
+    output_bytes: int = Field(description="bytes kept of stdout and of stderr each; one more ends the run")
+    snapshot_bytes: int = Field(description="largest workspace archive a captured run sends back")
+
+
+def enforced_limits(limits: Limits) -> EnforcedLimits:
+    """What the server applies for ``limits`` (its table says where each number is used)."""
+    cpu_soft_s = max(1, math.ceil(limits.cpu_limit_s))
+    return EnforcedLimits(
+        wall_limit_s=limits.timeout_s,
+        cpu_limit_s=limits.cpu_limit_s,
+        cpu_soft_s=cpu_soft_s,
+        cpu_hard_s=cpu_soft_s + 1,
+        address_space_bytes=limits.memory_mb * MIB,
+        tasks=limits.max_processes + _SERVER_TASKS,
+        open_files=limits.max_open_files,
+        file_bytes=min(limits.max_file_mb, limits.disk_mb) * MIB,
+        output_bytes=limits.output_bytes,
+        snapshot_bytes=2 * limits.disk_mb * MIB + MIB,  # a tar of the workspace, with room for its headers
+    )

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from veriloop.core import ExecResult, UserError
-from veriloop.sandbox._backend import BACKENDS, BackendSettings
-from veriloop.sandbox._job import MIB, Job
-from veriloop.sandbox._server_handle import SandboxUnavailable
+from veriloop.sandbox._backend import BACKENDS, BackendSettings, SandboxUnavailable
+from veriloop.sandbox._job import Job
+from veriloop.sandbox._limits import MIB
 
 _GRACE_S = 30.0  # queueing at the service and moving files, on top of the run's own limit
 

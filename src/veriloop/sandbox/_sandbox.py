@@ -105,10 +105,6 @@ class Sandbox:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: self.run_python(code, **kwargs))
 
-    async def aexecute(self, job: Job) -> ExecResult:
-        """``execute`` for asyncio."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self.execute, job)
-
     # ---- lifetime -----------------------------------------------------------------------
 
     def close(self) -> None:

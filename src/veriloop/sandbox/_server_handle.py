@@ -1,9 +1,10 @@
-"""One sandbox, seen from the host: a bubblewrap'd server process that runs one job at a time.
+"""The host's handle on one sandbox: the bubblewrap'd server process (``sandboxed/_server.py``).
 
-The host never trusts the server with its own safety: every answer has a deadline (the run's
-wall limit plus a grace) and a size bound (the output caps plus the snapshot bound), and a
-server that misses either, dies, or says it could not clean up is killed with its whole PID
-namespace and replaced before the next job.
+The handle sends the server each job with the limits it must enforce, computed here once per
+run (``enforced_limits``), and reads its answer. The host never trusts the server with its own
+safety: every answer has a deadline (the run's wall limit plus a grace) and a size bound (the
+output caps plus the snapshot bound), and a server that misses either, dies, or says it could
+not clean up is killed with its whole PID namespace and replaced before the next job.
 """
 
 from __future__ import annotations
@@ -18,20 +19,17 @@ import subprocess
 import threading
 import time
 
-from veriloop.core import ExecResult, Snapshot, UserError
+from veriloop.core import ExecResult, Snapshot
+from veriloop.sandbox._backend import SandboxUnavailable
 from veriloop.sandbox._bwrap import HOST_ENV, Launch
 from veriloop.sandbox._cgroup import MemoryCap
-from veriloop.sandbox._job import MIB, Job
-from veriloop.sandbox._limits import Limits
+from veriloop.sandbox._job import Job
+from veriloop.sandbox._limits import MIB, EnforcedLimits, Limits, enforced_limits
 
 _READY_TIMEOUT_S = 30.0
 _GRACE_S = 5.0
 _BYTES_PER_S = 20 * MIB  # allowance for moving files in and out of the sandbox
 _STDERR_TAIL = 4096
-
-
-class SandboxUnavailable(UserError):
-    """The sandbox cannot start here (bubblewrap missing, user namespaces disabled, ...)."""
 
 
 class _Lost(Exception):
@@ -42,10 +40,10 @@ class _Lost(Exception):
         self.status = status
 
 
-def max_reply_bytes(job: Job) -> int:
-    """The largest answer a server may send for ``job`` (base64 included)."""
-    snapshot = 2 * job.limits.disk_mb * MIB + MIB if job.capture else 0
-    return (2 * job.limits.output_bytes + snapshot) * 4 // 3 + 64 * 1024
+def max_reply_bytes(enforced: EnforcedLimits, capture: bool) -> int:
+    """The largest answer a server may send for a run (base64 included)."""
+    snapshot = enforced.snapshot_bytes if capture else 0
+    return (2 * enforced.output_bytes + snapshot) * 4 // 3 + 64 * 1024
 
 
 def _wait(fd: int, events: int, deadline: float) -> None:
@@ -98,7 +96,6 @@ class ServerHandle:
         self._drainer: threading.Thread | None = None
         self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
         self._shut = False
-        self.python_version = ""
 
     def spawn(self) -> None:
         """Start the server process (returns at once; ``wait_ready`` waits for it)."""
@@ -134,8 +131,7 @@ class ServerHandle:
     def wait_ready(self) -> None:
         """Wait for the server's hello; raise SandboxUnavailable with bubblewrap's complaint."""
         try:
-            hello = self._receive(time.monotonic() + _READY_TIMEOUT_S, 4096)
-            self.python_version = str(hello.get("python", ""))
+            self._receive(time.monotonic() + _READY_TIMEOUT_S, 4096)
         except _Lost as exc:
             self.close()
             if self._drainer is not None:
@@ -157,7 +153,7 @@ class ServerHandle:
             _wait(fd, select.POLLOUT, deadline)
             view = view[os.write(fd, view[: 1 << 16]):]
 
-    def _read(self, fd: int, size: int, deadline: float) -> bytes:
+    def _read_exact(self, fd: int, size: int, deadline: float) -> bytes:
         chunks, left = [], size
         while left:
             _wait(fd, select.POLLIN, deadline)
@@ -176,17 +172,18 @@ class ServerHandle:
         if proc is None or proc.stdout is None or proc.stdout.closed:
             raise _Lost("killed", "the sandbox was closed")
         fd = proc.stdout.fileno()
-        (size,) = struct.unpack(">I", self._read(fd, 4, deadline))
+        (size,) = struct.unpack(">I", self._read_exact(fd, 4, deadline))
         if size > max_bytes:
             raise _Lost("killed", f"the sandbox sent {size} bytes, over the {max_bytes} bound; it was replaced")
-        return json.loads(self._read(fd, size, deadline))
+        return json.loads(self._read_exact(fd, size, deadline))
 
     def execute(self, job: Job) -> ExecResult:
         """Run one job; a broken server becomes a result (timeout or killed), then is replaced."""
         started = time.monotonic()
+        enforced = enforced_limits(job.limits)
         transfer = sum(len(c) for c in job.files.values()) + len(job.stdin)
-        deadline = started + job.limits.timeout_s + _GRACE_S + transfer / _BYTES_PER_S
-        payload = job.model_dump(mode="json")
+        deadline = started + enforced.wall_limit_s + _GRACE_S + transfer / _BYTES_PER_S
+        payload = {**job.model_dump(mode="json", exclude={"limits"}), "enforced": enforced.model_dump(mode="json")}
         if self._cap is not None:
             self._cap.fit(job.limits)
         try:
@@ -197,17 +194,21 @@ class ServerHandle:
             except BrokenPipeError:  # the server died between jobs: nothing has run yet
                 self.restart()
                 self._send(payload, deadline)
-            reply = self._receive(deadline, max_reply_bytes(job))
+            reply = self._receive(deadline, max_reply_bytes(enforced, job.capture))
             result = result_from_reply(reply)
         except _Lost as exc:
             self.close()
             result = ExecResult(
-                status=exc.status, exit_code=None, wall_s=time.monotonic() - started, detail=str(exc), sandbox_replaced=True
+                status=exc.status, exit_code=None, wall_s=time.monotonic() - started, detail=str(exc),
+                sandbox_replaced=True,
             )
         except (KeyError, TypeError, ValueError) as exc:
             self.close()
             detail = f"the sandbox sent a malformed answer ({exc}); it was replaced"
-            return ExecResult(status="killed", exit_code=None, wall_s=time.monotonic() - started, detail=detail, sandbox_replaced=True)
+            return ExecResult(
+                status="killed", exit_code=None, wall_s=time.monotonic() - started, detail=detail,
+                sandbox_replaced=True,
+            )
         else:
             if reply.get("restart"):
                 self.close()

@@ -1,12 +1,14 @@
 """The sandbox server: a warm interpreter inside bubblewrap that forks one child per run.
 
-The host starts it as ``python3 -I -c <this source>``. It never imports veriloop (standard
-library only, Python >= 3.9). It reads length-prefixed JSON jobs on stdin and answers on stdout;
-for each job it
+The host (``_server_handle.py``) starts it as ``python3 -I -c <this source>``. It never imports
+veriloop (standard library only, Python >= 3.9). It reads length-prefixed JSON jobs on stdin and
+answers on stdout. Each job carries ``enforced``: the limits of the run as exact numbers, computed
+by the host (``_limits.enforced_limits``); the server applies them and derives none of its own.
+For each job it
 
-1. forks a child, which unpacks the workspace, applies the job's rlimits and then runs the
-   Python source in a fresh ``__main__`` (the fast path: a fork, not an interpreter start) or
-   execs the command;
+1. forks a child, which unpacks the workspace, applies the rlimits and then runs the Python
+   source in a fresh ``__main__`` (the fast path: a fork, not an interpreter start) or execs
+   the command;
 2. feeds stdin, keeps at most the cap of stdout and stderr, and enforces the wall deadline;
 3. SIGKILLs every other process of the PID namespace with ``kill(-1)`` and reaps them all
    (they are all the run's, and as the namespace's init this server inherits every orphan);
@@ -29,7 +31,6 @@ import io
 import json
 import math
 import os
-import platform
 import resource
 import select
 import shutil
@@ -44,7 +45,6 @@ import types
 WORKSPACE = "/workspace"
 REPORT_FD = 3  # in the child: where it reports a failed setup or exec (close-on-exec)
 SCRATCH_MODES = {"/workspace": 0o755, "/tmp": 0o1777, "/dev/shm": 0o1777}
-RESERVED_TASKS = 1  # this server (the namespace's init) counts against the run's RLIMIT_NPROC
 MIB = 1 << 20
 PR_SET_DUMPABLE = 4
 IPC_RMID = 0
@@ -76,13 +76,13 @@ def read_exact(fd, size):
     return b"".join(chunks)
 
 
-def receive(fd):
+def read_message(fd):
     header = read_exact(fd, 4)
     body = None if header is None else read_exact(fd, struct.unpack(">I", header)[0])
     return None if body is None else json.loads(body)
 
 
-def send(fd, message):
+def write_message(fd, message):
     data = json.dumps(message).encode()
     view = memoryview(struct.pack(">I", len(data)) + data)
     while view:
@@ -97,7 +97,7 @@ def b64(data):
     return base64.b64encode(bytes(data)).decode()
 
 
-def report(fd, kind, text):
+def report_failure(fd, kind, text):
     try:
         os.write(fd, (kind + text)[:2000].encode("utf-8", "replace"))
     except OSError:
@@ -123,21 +123,21 @@ def child_main(job, plan, stdin_r, stdout_w, stderr_w, report_w):
         for which, pair in plan.rlimits:
             resource.setrlimit(which, pair)
     except BaseException as exc:
-        report(REPORT_FD, "S", "%s: %s" % (type(exc).__name__, exc))
+        report_failure(REPORT_FD, "S", "%s: %s" % (type(exc).__name__, exc))
         os._exit(126)
     if job["kind"] == "exec":
         exec_command(job["argv"])
-    run_python(job["code"])
+    exec_python(job["code"])
 
 
-class Plan:
-    """What the child needs, decoded and computed by the server before forking."""
+class RunPlan:
+    """What the child needs, decoded by the server before forking."""
 
     def __init__(self, job):
         snapshot = job.get("snapshot")
         self.archive = unb64(snapshot["archive"]) if snapshot else b""
         self.files = [(name, unb64(content)) for name, content in job["files"].items()]
-        self.rlimits = rlimit_plan(job["limits"])
+        self.rlimits = rlimit_plan(job["enforced"])
         self.stdin = unb64(job["stdin"])
 
 
@@ -169,18 +169,15 @@ def unpack(archive):
                 os.chmod(name, member.mode & 0o777)
 
 
-def rlimit_plan(limits):
+def rlimit_plan(enforced):
     """``[(resource, (soft, hard)), ...]`` for a run, never above this server's hard limits."""
-    cpu = limits["cpu_s"] if limits.get("cpu_s") else limits["timeout_s"]
-    cpu = max(1, int(math.ceil(cpu)))
-    memory = limits["memory_mb"] * MIB
-    file_size = min(limits["max_file_mb"], limits["disk_mb"]) * MIB
+    memory = enforced["address_space_bytes"]
     wanted = (
         (resource.RLIMIT_AS, memory, memory),
-        (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU first; SIGKILL a second later
-        (resource.RLIMIT_NPROC, limits["max_processes"] + RESERVED_TASKS, None),
-        (resource.RLIMIT_NOFILE, limits["max_open_files"], None),
-        (resource.RLIMIT_FSIZE, file_size, None),
+        (resource.RLIMIT_CPU, enforced["cpu_soft_s"], enforced["cpu_hard_s"]),  # SIGXCPU first, then SIGKILL
+        (resource.RLIMIT_NPROC, enforced["tasks"], None),
+        (resource.RLIMIT_NOFILE, enforced["open_files"], None),
+        (resource.RLIMIT_FSIZE, enforced["file_bytes"], None),
         (resource.RLIMIT_CORE, 0, None),
         (resource.RLIMIT_MSGQUEUE, 0, None),  # POSIX message queues would outlive the run
     )
@@ -200,11 +197,11 @@ def exec_command(argv):
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:
-        report(REPORT_FD, "X", "cannot run %r: %s" % (argv[0], exc.strerror))
+        report_failure(REPORT_FD, "X", "cannot run %r: %s" % (argv[0], exc.strerror))
         os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
 
 
-def run_python(code):
+def exec_python(code):
     # The server's own stdio objects wrap descriptors 0-2, now the run's pipes; it never used them.
     sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
     main = types.ModuleType("__main__")
@@ -267,10 +264,10 @@ def print_exception(exc, traceback):
 # ---- the server: supervise, end, clean ----------------------------------------------------
 
 
-def supervise(pid, limits, stdin, stdin_w, outputs, started):
+def supervise(pid, enforced, stdin, stdin_w, outputs, started):
     """Wait for the child, the deadline or the output cap. Returns None, 'timeout' or 'output_limit'."""
-    deadline = started + limits["timeout_s"]
-    cap = limits["output_bytes"]
+    deadline = started + enforced["wall_limit_s"]
+    cap = enforced["output_bytes"]
     pending = memoryview(stdin)
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
@@ -335,29 +332,28 @@ def kill_everything():
                 break
 
 
-def classify(job, ending, wait_status, usage, stderr, note):
-    limits = job["limits"]
+def classify(enforced, ending, wait_status, usage, stderr, note):
     if ending == "timeout":
-        return "timeout", None, "wall time limit of %gs reached" % limits["timeout_s"]
+        return "timeout", None, "wall time limit of %gs reached" % enforced["wall_limit_s"]
     if ending == "output_limit":
-        return "output_limit", None, "output over %d bytes" % limits["output_bytes"]
+        return "output_limit", None, "output over %d bytes" % enforced["output_bytes"]
     code = os.waitstatus_to_exitcode(wait_status)
     if note.startswith("S"):
         return "error", None, "could not prepare the workspace: " + note[1:]
     if note.startswith("X"):
         return "error", code, note[1:]
     if code < 0:
-        cpu_limit = limits["cpu_s"] if limits.get("cpu_s") else limits["timeout_s"]
+        cpu_limit = enforced["cpu_limit_s"]
         cpu_used = usage.ru_utime + usage.ru_stime
         if -code == signal.SIGXCPU or (-code == signal.SIGKILL and cpu_used >= cpu_limit - 0.05):
             return "timeout", None, "CPU time limit of %gs reached" % cpu_limit
         return "killed", None, "killed by signal %s" % signal.Signals(-code).name
     if code != 0 and any(word in stderr[-4096:] for word in MEMORY_WORDS):
-        return "memory_limit", code, "memory limit of %d MiB reached" % limits["memory_mb"]
+        return "memory_limit", code, "memory limit of %d MiB reached" % (enforced["address_space_bytes"] // MIB)
     return ("ok" if code == 0 else "error"), code, ""
 
 
-def capture(limit):
+def archive_workspace(limit):
     """The workspace as a tar of its directories and regular files, or None if over ``limit``."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:", format=tarfile.PAX_FORMAT) as tar:
@@ -432,13 +428,14 @@ def empty_mounts():
         os.chmod(mount, mode)
 
 
-def serve(job):
+def run_job(job):
+    enforced = job["enforced"]
     started = time.monotonic()
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
     stderr_r, stderr_w = os.pipe()
     report_r, report_w = os.pipe()
-    plan = Plan(job)
+    plan = RunPlan(job)
     sys.modules["random"].seed()  # each run gets its own random state, as a new process would
     pid = raw_fork()
     if pid < 0:
@@ -451,7 +448,7 @@ def serve(job):
     for fd in (stdin_r, stdout_w, stderr_w, report_w):
         os.close(fd)
     outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
-    ending = supervise(pid, job["limits"], plan.stdin, stdin_w, outputs, started)
+    ending = supervise(pid, enforced, plan.stdin, stdin_w, outputs, started)
     try:
         os.kill(-1, signal.SIGKILL)
     except ProcessLookupError:
@@ -459,7 +456,7 @@ def serve(job):
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
     kill_everything()
-    cap = job["limits"]["output_bytes"]
+    cap = enforced["output_bytes"]
     for fd, buffer in outputs.items():
         os.set_blocking(fd, True)
         while read_capped(fd, buffer, cap):
@@ -474,7 +471,7 @@ def serve(job):
         note = ""
     os.close(report_r)
     stdout, stderr = outputs[stdout_r][:cap], outputs[stderr_r][:cap]
-    status, exit_code, detail = classify(job, ending, wait_status, usage, stderr, note)
+    status, exit_code, detail = classify(enforced, ending, wait_status, usage, stderr, note)
     reply = {
         "status": status, "exit_code": exit_code, "stdout": b64(stdout), "stderr": b64(stderr),
         "wall_s": wall_s, "cpu_s": usage.ru_utime + usage.ru_stime, "detail": detail,
@@ -482,7 +479,7 @@ def serve(job):
     }
     if job.get("capture"):
         try:
-            archive = capture(2 * job["limits"]["disk_mb"] * MIB + MIB)
+            archive = archive_workspace(enforced["snapshot_bytes"])
             problem = "workspace too large to snapshot"
         except OSError as exc:
             archive, problem = None, "could not snapshot the workspace: %s" % exc
@@ -528,12 +525,12 @@ def main():
     global IPC_DENIED
     IPC_DENIED = ipc_is_denied()
     gc.freeze()  # a run's collections then skip the warm heap instead of copying its pages
-    send(control_out, {"ready": True, "python": platform.python_version()})
+    write_message(control_out, {"ready": True})
     while True:
-        job = receive(control_in)
+        job = read_message(control_in)
         if job is None:
             return
-        send(control_out, serve(job))
+        write_message(control_out, run_job(job))
 
 
 if __name__ == "__main__":
