@@ -95,11 +95,11 @@ def _tasks(pairs):
 
 def run_veriloop(pairs: list[tuple[str, str]], threads: int) -> dict[str, float]:
     from veriloop.verifiers import set_check_workers, verify
-    from veriloop.verifiers._math import MATH_JUDGE
-    from veriloop.verifiers._workers import shared_pool
+    from veriloop.verifiers.answers._math import MATH_CHECK
+    from veriloop.verifiers.answers._check_pool import shared_pool
 
     set_check_workers(1)
-    pool = shared_pool(MATH_JUDGE)
+    pool = shared_pool(MATH_CHECK)
     pool.warm()
     checks = list(_tasks(pairs))
     (worker_pid,) = pool.worker_pids()
@@ -114,7 +114,7 @@ def run_veriloop(pairs: list[tuple[str, str]], threads: int) -> dict[str, float]
     infra = sum(s.status != "scored" for s in scores)
 
     set_check_workers(threads)
-    shared_pool(MATH_JUDGE).warm()
+    shared_pool(MATH_CHECK).warm()
     shares = [checks[i::threads] for i in range(threads)]
     threaded_wall = time.perf_counter()
     runners = [threading.Thread(target=lambda share=share: [verify(t, r) for t, r in share]) for share in shares]

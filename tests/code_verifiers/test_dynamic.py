@@ -2,8 +2,8 @@
 
 import random
 
-from veriloop.verifiers._dynamic import mutate_calls, mutate_stdin, mutate_value
-from veriloop.verifiers._wire import call_key, loads_value
+from veriloop.verifiers.code._dynamic import mutate_calls, mutate_stdin, mutate_value
+from veriloop.verifiers.code.sandboxed._wire import call_key, loads_value
 
 VISIBLE_ONLY = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(4, 4) == 8\n"
 SPECIAL_CASED = "def add(a, b):\n    return {(1, 2): 3, (4, 4): 8}.get((a, b), 0)"

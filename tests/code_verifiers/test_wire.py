@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from veriloop.verifiers._wire import NotPlainData, dumps_value, loads_value
+from veriloop.verifiers.code.sandboxed._wire import NotPlainData, dumps_value, loads_value
 
 
 @pytest.mark.parametrize("value", [

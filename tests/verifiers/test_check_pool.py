@@ -9,12 +9,12 @@ import time
 import pytest
 
 from veriloop.verifiers import CheckTimeout, GraderError
-from veriloop.verifiers._workers import WorkerCrashed, WorkerPool
+from veriloop.verifiers.answers._check_pool import CheckProcessCrashed, CheckPool
 
 
 @pytest.fixture
 def sleeper():
-    pool = WorkerPool("time:sleep", size=2)
+    pool = CheckPool("time:sleep", size=2)
     yield pool
     pool.close()
 
@@ -57,7 +57,7 @@ def test_timeouts_work_from_many_threads(sleeper):
 
 
 def test_an_exception_in_the_target_is_a_grader_error():
-    pool = WorkerPool("math:sqrt", size=1)
+    pool = CheckPool("math:sqrt", size=1)
     try:
         assert pool.call(16, timeout_s=30) == 4.0
         with pytest.raises(GraderError, match="ValueError: math domain error"):
@@ -68,18 +68,18 @@ def test_an_exception_in_the_target_is_a_grader_error():
 
 
 def test_a_worker_that_dies_is_a_grader_error_and_is_replaced():
-    pool = WorkerPool("os:_exit", size=1)
+    pool = CheckPool("os:_exit", size=1)
     try:
-        with pytest.raises(WorkerCrashed):
+        with pytest.raises(CheckProcessCrashed):
             pool.call(3, timeout_s=30)
-        with pytest.raises(WorkerCrashed):
+        with pytest.raises(CheckProcessCrashed):
             pool.call(3, timeout_s=30)
     finally:
         pool.close()
 
 
 def test_an_unloadable_target_fails_clearly():
-    pool = WorkerPool("no_such_module_here:run", size=1)
+    pool = CheckPool("no_such_module_here:run", size=1)
     try:
         with pytest.raises(GraderError, match="cannot load no_such_module_here:run"):
             pool.call(1, timeout_s=30)
@@ -103,8 +103,8 @@ def test_workers_die_with_their_parent():
     import sys
 
     code = (
-        "from veriloop.verifiers._workers import WorkerPool\n"
-        "pool = WorkerPool('time:sleep', size=1)\n"
+        "from veriloop.verifiers.answers._check_pool import CheckPool\n"
+        "pool = CheckPool('time:sleep', size=1)\n"
         "pool.warm()\n"
         "print(pool.worker_pids()[0], flush=True)\n"
         "pool.call(1000, timeout_s=1000)\n"
@@ -125,7 +125,7 @@ def test_workers_die_with_their_parent():
 
 def test_set_check_workers_resizes_the_shared_pools():
     from veriloop.verifiers import set_check_workers
-    from veriloop.verifiers._workers import shared_pool
+    from veriloop.verifiers.answers._check_pool import shared_pool
 
     try:
         set_check_workers(1)

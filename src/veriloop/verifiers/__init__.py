@@ -1,23 +1,24 @@
 """Layer 2: verifier kinds in a registry, and ``verify`` which turns a response into a Score."""
 
-from veriloop.verifiers import _text  # noqa: F401  (registers the kinds)
-from veriloop.verifiers import _python_tests, _stdio  # noqa: F401  (registers the code kinds)
-from veriloop.verifiers import _combine, _json_schema, _math, _numeric, _reasoning_gym  # noqa: F401
+from veriloop.verifiers.answers import _text  # noqa: F401  (registers the kinds)
+from veriloop.verifiers.code import _python_tests, _stdio  # noqa: F401  (registers the code kinds)
+from veriloop.verifiers import _combine  # noqa: F401
+from veriloop.verifiers.answers import _json_schema, _math, _numeric, _reasoning_gym  # noqa: F401
 from veriloop.verifiers._combine import AllOfConfig, CheckSpec, WeightedConfig
-from veriloop.verifiers._json_schema import JsonSchemaConfig
-from veriloop.verifiers._math import MathConfig
-from veriloop.verifiers._numeric import NumericConfig, Tolerance, extract_named_values
+from veriloop.verifiers.answers._json_schema import JsonSchemaConfig
+from veriloop.verifiers.answers._math import MathConfig
+from veriloop.verifiers.answers._numeric import NumericConfig, Tolerance, extract_named_values
 from veriloop.verifiers._penalties import PENALTIES, PenaltyConfig, PenaltyKind, register_penalty
-from veriloop.verifiers._reasoning_gym import ReasoningGymConfig
-from veriloop.verifiers._workers import CheckTimeout, close_shared_pools, set_check_workers
-from veriloop.verifiers._audit import AuditReport, AuditRow, audit_tasks
+from veriloop.verifiers.answers._reasoning_gym import ReasoningGymConfig
+from veriloop.verifiers.answers._check_pool import CheckTimeout, close_shared_pools, set_check_workers
+from veriloop.verifiers.audit._audit import AuditReport, AuditRow, audit_tasks
 from veriloop.verifiers._batch import BATCH_CHECKS, register_batch_check, verify_many
-from veriloop.verifiers._exploits import CATEGORIES as EXPLOIT_CATEGORIES
-from veriloop.verifiers._exploits import EXPLOIT_ADAPTERS, Exploit, exploits_for, gold_response
-from veriloop.verifiers._code_sandbox import code_workers, set_code_workers, start_code_sandbox, use_code_sandbox
-from veriloop.verifiers._extract import candidate_program, extract_code
-from veriloop.verifiers._python_tests import PythonTestsConfig
-from veriloop.verifiers._stdio import StdioCase, StdioConfig
+from veriloop.verifiers.audit._exploits import CATEGORIES as EXPLOIT_CATEGORIES
+from veriloop.verifiers.audit._exploits import EXPLOIT_ADAPTERS, Exploit, exploits_for, gold_response
+from veriloop.verifiers.code._code_sandbox import code_workers, set_code_workers, start_code_sandbox, use_code_sandbox
+from veriloop.verifiers.code._extract import candidate_program, extract_code
+from veriloop.verifiers.code._python_tests import PythonTestsConfig
+from veriloop.verifiers.code._stdio import StdioCase, StdioConfig
 from veriloop.verifiers._registry import (
     VERIFIERS,
     GraderError,
@@ -27,7 +28,7 @@ from veriloop.verifiers._registry import (
     register_verifier,
     verify,
 )
-from veriloop.verifiers._text import ExactConfig, RegexConfig
+from veriloop.verifiers.answers._text import ExactConfig, RegexConfig
 
 __all__ = [
     "AllOfConfig",

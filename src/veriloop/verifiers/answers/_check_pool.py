@@ -1,14 +1,14 @@
-"""Killable worker processes: hard wall-clock limits for checks that may never finish.
+"""The check pool: killable processes that put a hard wall-clock limit on checks that may never finish.
 
 Parsing and comparing untrusted answers (sympy simplification, a generator's own scorer) can
 run for minutes or forever on a hostile input. Signal-based timeouts work only in the main
-thread, and a thread cannot be stopped, so such checks run in long-lived worker processes
-that are killed when a call passes its deadline. The wait uses ``select`` on a pipe, which
-works from any thread and any process.
+thread, and a thread cannot be stopped, so such checks run in long-lived check processes (the
+"check workers" of ``set_check_workers``) that are killed when a call passes its deadline. The
+wait uses ``select`` on a pipe, which works from any thread and any process.
 
-Each worker runs ``python -m veriloop.verifiers._worker MODULE:FUNCTION``: it imports only
-that module (never the caller's ``__main__``), reads one JSON request per line on stdin and
-writes one JSON reply per line. Requests and replies are plain JSON data.
+Each process runs ``python -m veriloop.verifiers.answers._check_process MODULE:FUNCTION``: it
+imports only that module (never the caller's ``__main__``), reads one JSON request per line on
+stdin and writes one JSON reply per line. Requests and replies are plain JSON data.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ class CheckTimeout(GraderError):
     """A check ran past its wall-clock limit; its worker was killed and replaced."""
 
 
-class WorkerCrashed(GraderError):
-    """A worker exited or broke its protocol while handling a call."""
+class CheckProcessCrashed(GraderError):
+    """A check process exited or broke its protocol while handling a call."""
 
 
-class _Worker:
-    """One worker process and the buffered read side of its reply pipe."""
+class _CheckProcess:
+    """One check process and the buffered read side of its reply pipe."""
 
     def __init__(self, process: subprocess.Popen[bytes]):
         self.process = process
@@ -53,7 +53,7 @@ class _Worker:
         hello = self.receive(time.monotonic() + STARTUP_TIMEOUT_S)
         if not isinstance(hello, dict) or not hello.get("ready"):
             error = hello.get("error") if isinstance(hello, dict) else None
-            raise WorkerCrashed(error or f"worker did not start within {STARTUP_TIMEOUT_S:g} s")
+            raise CheckProcessCrashed(error or f"worker did not start within {STARTUP_TIMEOUT_S:g} s")
         self.ready = True
 
     def send(self, request: Any) -> None:
@@ -71,7 +71,7 @@ class _Worker:
                 return None
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                raise WorkerCrashed(f"worker exited (status {self.process.poll()}) during a check")
+                raise CheckProcessCrashed(f"worker exited (status {self.process.poll()}) during a check")
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
@@ -88,8 +88,8 @@ class _Worker:
         self.process.wait()
 
 
-class WorkerPool:
-    """Up to ``size`` worker processes running ``target`` ("module:function"), shared by threads.
+class CheckPool:
+    """Up to ``size`` check processes running ``target`` ("module:function"), shared by threads.
 
     ``call`` blocks until a worker is free, sends the request and waits at most ``timeout_s``
     for the reply. Workers start on first use and are reused; a worker that times out or
@@ -102,7 +102,7 @@ class WorkerPool:
         self.target = target
         self.size = size
         self.memory_mb = memory_mb
-        self._idle: list[_Worker] = []
+        self._idle: list[_CheckProcess] = []
         self._started = 0
         self._lock = threading.Condition()
         self._closed = False
@@ -110,11 +110,11 @@ class WorkerPool:
         # when the thread that started it exits, so no stuck worker outlives its parent.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="veriloop-workers")
 
-    def _start(self) -> _Worker:
+    def _start(self) -> _CheckProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         command = [
-            sys.executable, "-m", "veriloop.verifiers._worker",
+            sys.executable, "-m", "veriloop.verifiers.answers._check_process",
             self.target, str(self.memory_mb or 0), str(os.getpid()),
         ]
         popen = self._spawner.submit(
@@ -122,9 +122,9 @@ class WorkerPool:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, close_fds=True,
         )
-        return _Worker(popen.result())
+        return _CheckProcess(popen.result())
 
-    def _acquire(self) -> _Worker:
+    def _acquire(self) -> _CheckProcess:
         with self._lock:
             while True:
                 if self._closed:
@@ -141,7 +141,7 @@ class WorkerPool:
             self._discard(None)
             raise
 
-    def _release(self, worker: _Worker) -> None:
+    def _release(self, worker: _CheckProcess) -> None:
         with self._lock:
             if self._closed:
                 worker.kill()
@@ -149,7 +149,7 @@ class WorkerPool:
             self._idle.append(worker)
             self._lock.notify()
 
-    def _discard(self, worker: _Worker | None, replace: bool = False) -> None:
+    def _discard(self, worker: _CheckProcess | None, replace: bool = False) -> None:
         """Kill ``worker``; with ``replace``, start its successor now so its import overlaps other work."""
         if worker is not None:
             worker.kill()
@@ -173,11 +173,11 @@ class WorkerPool:
             worker.wait_ready()
             worker.send(request)
             reply = worker.receive(time.monotonic() + timeout_s)
-        except (OSError, ValueError, WorkerCrashed) as exc:
+        except (OSError, ValueError, CheckProcessCrashed) as exc:
             self._discard(worker, replace=True)
-            if isinstance(exc, WorkerCrashed):
+            if isinstance(exc, CheckProcessCrashed):
                 raise
-            raise WorkerCrashed(f"lost contact with a worker: {exc}") from None
+            raise CheckProcessCrashed(f"lost contact with a worker: {exc}") from None
         except BaseException:
             self._discard(worker)
             raise
@@ -191,7 +191,7 @@ class WorkerPool:
 
     def warm(self) -> None:
         """Start every worker now and wait until each is ready (optional; calls start them too)."""
-        workers: list[_Worker] = []
+        workers: list[_CheckProcess] = []
         while len(workers) < self.size:
             with self._lock:
                 if self._closed:
@@ -210,11 +210,11 @@ class WorkerPool:
                 for worker in failed:
                     self._release(worker)
                 raise
-        failure: WorkerCrashed | None = None
+        failure: CheckProcessCrashed | None = None
         for worker in workers:
             try:
                 worker.wait_ready()
-            except WorkerCrashed as exc:
+            except CheckProcessCrashed as exc:
                 self._discard(worker)
                 failure = exc
                 continue
@@ -238,7 +238,7 @@ class WorkerPool:
         self._spawner.shutdown(wait=False)
 
 
-_POOLS: dict[str, WorkerPool] = {}
+_POOLS: dict[str, CheckPool] = {}
 _POOLS_LOCK = threading.Lock()
 _POOLS_PID = os.getpid()
 _POOL_SIZE: int | None = None
@@ -266,7 +266,7 @@ def set_check_workers(size: int | None) -> None:
     close_shared_pools()
 
 
-def shared_pool(target: str) -> WorkerPool:
+def shared_pool(target: str) -> CheckPool:
     """The process-wide pool for ``target``, created on first use (a fresh one after a fork)."""
     global _POOLS_PID
     with _POOLS_LOCK:
@@ -275,7 +275,7 @@ def shared_pool(target: str) -> WorkerPool:
             _POOLS_PID = os.getpid()
         pool = _POOLS.get(target)
         if pool is None:
-            pool = _POOLS[target] = WorkerPool(target, default_pool_size())
+            pool = _POOLS[target] = CheckPool(target, default_pool_size())
         return pool
 
 

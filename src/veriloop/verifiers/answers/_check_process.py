@@ -1,9 +1,10 @@
-"""Entry point of one check worker: ``python -m veriloop.verifiers._worker MODULE:FUNC MEMORY_MB PARENT_PID``.
+"""Entry point of one process of the check pool (``_check_pool.py``):
+``python -m veriloop.verifiers.answers._check_process MODULE:FUNC MEMORY_MB PARENT_PID``.
 
-Protocol (see ``_workers.py``): after importing MODULE the worker writes ``{"ready": true}``;
-then for each JSON line on stdin it writes ``{"ok": true, "value": ...}`` or
-``{"ok": false, "error": "..."}``. It exits on end of input, and the kernel kills it when the
-thread that started it ends, so a stuck worker never outlives its parent.
+Protocol: after importing MODULE the process writes ``{"ready": true}``; then for each JSON
+line on stdin it writes ``{"ok": true, "value": ...}`` or ``{"ok": false, "error": "..."}``.
+It exits on end of input, and the kernel kills it when the thread that started it ends, so a
+stuck check never outlives its parent.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``math`` verifier kind: math-verify equivalence with a hard time limit from any thread.
 
-The comparison runs in a shared pool of killable worker processes (``_workers.py``); a check
-that passes ``timeout_s`` has its worker killed and becomes an ``infra_error`` score (or a
+The comparison runs in a shared pool of killable check processes (``_check_pool.py``); a check
+that passes ``timeout_s`` has its process killed and becomes an ``infra_error`` score (or a
 reward of 0 with ``on_timeout: zero``). It never hangs the caller and never relies on
 signals, so it works from threads, thread pools and worker processes alike.
 
@@ -17,9 +17,9 @@ from pydantic import Field
 
 from veriloop.core import Task
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
-from veriloop.verifiers._workers import CheckTimeout, shared_pool
+from veriloop.verifiers.answers._check_pool import CheckTimeout, shared_pool
 
-MATH_JUDGE = "veriloop.verifiers._math_judge:judge"
+MATH_CHECK = "veriloop.verifiers.answers._math_check:check_math_answer"
 
 
 class MathConfig(VerifierConfig):
@@ -44,7 +44,7 @@ class MathConfig(VerifierConfig):
 
 
 def math_request(config: MathConfig, gold: Any, response: str) -> dict[str, Any]:
-    """The plain-data request that the math judge worker receives."""
+    """The plain-data request that the math check process receives."""
     return {
         "gold": str(gold),
         "response": response[-config.max_chars :],
@@ -65,7 +65,7 @@ def check_math(config: MathConfig, task: Task, response: str) -> Verdict:
     if gold is None:
         raise GraderError("math verifier needs 'answer' or a task 'gold'")
     try:
-        result = shared_pool(MATH_JUDGE).call(math_request(config, gold, response), config.timeout_s)
+        result = shared_pool(MATH_CHECK).call(math_request(config, gold, response), config.timeout_s)
     except CheckTimeout as exc:
         if config.on_timeout == "infra_error":
             raise

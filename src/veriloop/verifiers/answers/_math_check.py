@@ -1,8 +1,8 @@
-"""The math check itself; runs inside a killable worker (see ``_workers.py`` and ``_math.py``).
+"""The math check itself; runs inside a killable check process (``_check_pool.py``, ``_math.py``).
 
-``judge`` takes plain data and returns plain data. It finds the response's final answer,
-refuses hedges (several different final answers), and compares the answer with the gold
-answer using math-verify with its signal-based timeouts switched off: the worker's caller
+``check_math_answer`` takes plain data and returns plain data. It finds the response's final
+answer, refuses hedges (several different final answers), and compares the answer with the gold
+answer using math-verify with its signal-based timeouts switched off: the pool on the host
 enforces the time limit by killing the process.
 
 Final answer, in order of preference: every ``\\boxed{...}`` (or ``\\fbox``); every
@@ -24,7 +24,7 @@ from math_verify import parse, verify
 from sympy import Basic, Expr, Set, Tuple, UnevaluatedExpr
 from sympy.matrices import MatrixBase
 
-from veriloop.verifiers._tags import tag_contents
+from veriloop.verifiers.answers._tags import tag_contents
 
 MAX_CANDIDATE_CHARS = 2000
 _BOX_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
@@ -107,7 +107,7 @@ def _parse_candidate(candidate: str, latex: bool) -> tuple[Any, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def parse_gold(gold: str) -> tuple[Any, ...]:
-    """The gold answer parsed once per worker (a plain value is read as the inside of a box)."""
+    """The gold answer parsed once per check process (a plain value is read as the inside of a box)."""
     if "$" in gold or "\\boxed" in gold:
         parsed = parse(gold, parsing_timeout=None)
     else:
@@ -290,7 +290,7 @@ def _expected(gold: str, options: dict[str, Any]) -> str:
     return f" The expected answer is {gold}." if options.get("reveal_expected") else ""
 
 
-def judge(request: dict[str, Any]) -> dict[str, Any]:
+def check_math_answer(request: dict[str, Any]) -> dict[str, Any]:
     """Score one response. ``request``: ``gold``, ``response`` and ``options`` (see MathConfig)."""
     gold, response, options = str(request["gold"]), request["response"], request.get("options", {})
     where, candidates = final_answers(response, options.get("fallback", "last_line"))

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from veriloop.core import Task
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
-from veriloop.verifiers._tags import tag_contents
+from veriloop.verifiers.answers._tags import tag_contents
 
 _FINAL_MARK = re.compile(r"final answer", re.IGNORECASE)
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)

@@ -1,7 +1,7 @@
 """The ``reasoning_gym`` verifier kind: any reasoning-gym generator, scored by its own scorer.
 
 A task names the generator and the exact draw (``dataset``, ``config``, ``seed``, ``size``,
-``index``); the entry is rebuilt in a killable worker process and the generator's
+``index``); the entry is rebuilt in a killable check process and the generator's
 ``score_answer`` scores the answer under a hard time limit. Nothing is downloaded.
 
 The answer is the content of ``<answer>...</answer>`` when the response has that tag (several
@@ -17,10 +17,10 @@ from pydantic import Field
 
 from veriloop.core import Task
 from veriloop.verifiers._registry import Verdict, VerifierConfig, register_verifier
-from veriloop.verifiers._tags import tag_contents
-from veriloop.verifiers._workers import CheckTimeout, shared_pool
+from veriloop.verifiers.answers._tags import tag_contents
+from veriloop.verifiers.answers._check_pool import CheckTimeout, shared_pool
 
-REASONING_GYM_JUDGE = "veriloop.verifiers._reasoning_gym_judge:judge"
+REASONING_GYM_CHECK = "veriloop.verifiers.answers._reasoning_gym_check:score_reasoning_gym_answer"
 
 
 class ReasoningGymConfig(VerifierConfig):
@@ -72,7 +72,7 @@ def check_reasoning_gym(config: ReasoningGymConfig, task: Task, response: str) -
         "prompt": _prompt_text(task) if config.check_question else None,
     }
     try:
-        score = shared_pool(REASONING_GYM_JUDGE).call(request, config.timeout_s)["score"]
+        score = shared_pool(REASONING_GYM_CHECK).call(request, config.timeout_s)["score"]
     except CheckTimeout as exc:
         raise CheckTimeout(f"{config.dataset} scorer: {exc}") from None
     passed = score >= config.pass_threshold

@@ -1,4 +1,4 @@
-"""The reasoning-gym check itself; runs inside a killable worker (see ``_reasoning_gym.py``).
+"""The reasoning-gym check itself; runs inside a killable check process (see ``_reasoning_gym.py``).
 
 The dataset entry is rebuilt from (name, config, seed, size, index) rather than read from the
 task file: entries hold Python objects (tuples, boards) that do not survive JSON, and the
@@ -31,7 +31,7 @@ def entry_for(name: str, config: dict[str, Any], seed: int, size: int, index: in
     return _entry(name, json.dumps(config, sort_keys=True), seed, size, index)
 
 
-def judge(request: dict[str, Any]) -> dict[str, Any]:
+def score_reasoning_gym_answer(request: dict[str, Any]) -> dict[str, Any]:
     """``{"score": float}`` from the dataset's own scorer for ``request["answer"]``."""
     name, config = request["dataset"], request.get("config", {})
     seed, size, index = request["seed"], request["size"], request["index"]

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from pydantic import Field
 
 from veriloop.core import Record, Response, Score, Task
-from veriloop.verifiers import _exploits_code, _exploits_text  # noqa: F401  (registers the adapters)
+from veriloop.verifiers.audit import _exploits_code, _exploits_text  # noqa: F401  (registers the adapters)
 from veriloop.verifiers._batch import verify_many
-from veriloop.verifiers._exploits import Exploit, exploits_for, gold_response
+from veriloop.verifiers.audit._exploits import Exploit, exploits_for, gold_response
 
 
 class AuditRow(Record):

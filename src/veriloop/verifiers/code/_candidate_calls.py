@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from veriloop.core import ExecResult
-from veriloop.verifiers._channel import parse_frames
-from veriloop.verifiers._code_sandbox import CodeLimits, PythonRun, run_python, sandbox_tag
-from veriloop.verifiers._scripts import build_script, new_nonce
-from veriloop.verifiers._wire import NotPlainData, decode_value
+from veriloop.verifiers.code.sandboxed._channel import parse_frames
+from veriloop.verifiers.code._code_sandbox import CodeLimits, PythonRun, run_python, sandbox_tag
+from veriloop.verifiers.code._scripts import build_script, new_nonce
+from veriloop.verifiers.code.sandboxed._wire import NotPlainData, decode_value
 
 MAX_RESTARTS = 3
 
@@ -116,7 +116,7 @@ def _script(state: _Progress) -> PythonRun:
         "calls": state.pending, "nonce": state.nonce,
         "repeat": [i for i, key in enumerate(state.pending) if key in twice],
     }
-    return PythonRun(build_script("_run_candidate", "run_candidate", job, sandbox_tag()), state.request.limits)
+    return PythonRun(build_script("_candidate_process", "run_candidate", job, sandbox_tag()), state.request.limits)
 
 
 def _advance(state: _Progress, result: ExecResult) -> None:

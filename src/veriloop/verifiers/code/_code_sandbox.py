@@ -91,7 +91,7 @@ def sandbox_tag() -> str:
     """The bytecode tag of the sandbox's interpreter (``_scripts.interpreter_tag``), probed once."""
     with _probe_lock:
         if _state["tag"] is None:
-            from veriloop.verifiers._scripts import TAG_PROBE
+            from veriloop.verifiers.code._scripts import TAG_PROBE
 
             result = run_python([PythonRun(TAG_PROBE, CodeLimits(timeout_s=30, memory_mb=256))])[0]
             _state["tag"] = result.stdout.strip() if result.ok else "unknown"

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from veriloop.verifiers._wire import NotPlainData, call_key, loads_value
+from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, loads_value
 
 _MAX_LIST = 64
 

@@ -15,10 +15,10 @@ import ast
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from veriloop.verifiers._candidate_calls import CallResults
+from veriloop.verifiers.code._candidate_calls import CallResults
 from veriloop.verifiers._memo import Memo
-from veriloop.verifiers._python_scoring import SHOWN, Tally, render_call, render_outcome
-from veriloop.verifiers._wire import NotPlainData, call_key, decode_value
+from veriloop.verifiers.code._python_scoring import SHOWN, Tally, render_call, render_outcome
+from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value
 
 Expectation = Literal["equal", "identical", "true", "false"]
 

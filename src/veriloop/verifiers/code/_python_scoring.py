@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from veriloop.verifiers._candidate_calls import CallResults, Outcome
+from veriloop.verifiers.code._candidate_calls import CallResults, Outcome
 from veriloop.verifiers._registry import GraderError, Verdict
-from veriloop.verifiers._wire import decode_value, loads_value
+from veriloop.verifiers.code.sandboxed._wire import decode_value, loads_value
 
 SHOWN = 3
 

@@ -29,17 +29,17 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from veriloop.core import Task
-from veriloop.verifiers import _python_scoring as scoring
+from veriloop.verifiers.code import _python_scoring as scoring
 from veriloop.verifiers._batch import register_batch_check
-from veriloop.verifiers._candidate_calls import CallRequest, CallResults, Outcome, call_candidate, call_candidates
-from veriloop.verifiers._code_sandbox import CodeLimits
-from veriloop.verifiers._dynamic import example_calls, mutate_calls
-from veriloop.verifiers._extract import candidate_program
-from veriloop.verifiers._literal_tests import LiteralCase, literal_suite, literal_tally
+from veriloop.verifiers.code._candidate_calls import CallRequest, CallResults, Outcome, call_candidate, call_candidates
+from veriloop.verifiers.code._code_sandbox import CodeLimits
+from veriloop.verifiers.code._dynamic import example_calls, mutate_calls
+from veriloop.verifiers.code._extract import candidate_program
+from veriloop.verifiers.code._literal_tests import LiteralCase, literal_suite, literal_tally
 from veriloop.verifiers._memo import Memo
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
-from veriloop.verifiers._test_runs import Plan, evaluate_tests, plans_for
-from veriloop.verifiers._wire import call_key
+from veriloop.verifiers.code._tests_host import TestPlan, evaluate_tests, plans_for
+from veriloop.verifiers.code.sandboxed._wire import call_key
 
 MAX_ROUNDS = 4
 
@@ -103,7 +103,7 @@ DynamicSuite = tuple[tuple[str, Outcome], ...]
 _dynamic_suites: Memo[DynamicSuite] = Memo()
 
 
-def _dynamic_suite(config: PythonTestsConfig, task: Task, plan: Plan) -> DynamicSuite:
+def _dynamic_suite(config: PythonTestsConfig, task: Task, plan: TestPlan) -> DynamicSuite:
     """Seeded mutations of the task's inputs, kept where the gold solution returns a value
     (the same one twice); cached per task, config and seed."""
     if not isinstance(task.gold, str) or not task.gold.strip():
@@ -137,7 +137,7 @@ class _Check:
     config: PythonTestsConfig
     task: Task
     program: str
-    plan: Plan = Plan(calls=(), planned=0)
+    plan: TestPlan = TestPlan(calls=(), planned=0)
     literal: tuple[LiteralCase, ...] = ()
     suite: DynamicSuite = ()
     results: CallResults = field(default_factory=CallResults)
@@ -158,7 +158,8 @@ def _prepare(checks: list[_Check]) -> None:
         if check.config.tests.strip():
             check.literal = literal_suite(check.config.tests, check.config.entry_point) or ()
         if check.literal:
-            check.plan = Plan(calls=tuple(dict.fromkeys(c.key for c in check.literal)), planned=len(check.literal))
+            calls = tuple(dict.fromkeys(c.key for c in check.literal))
+            check.plan = TestPlan(calls=calls, planned=len(check.literal))
     with_tests = [c for c in checks if c.config.tests.strip() and not c.literal]
     for check, plan in zip(with_tests, plans_for([c.config for c in with_tests])):
         if isinstance(plan, GraderError):

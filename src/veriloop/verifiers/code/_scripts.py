@@ -1,6 +1,6 @@
 """Building the self-contained scripts that run in sandboxed grading processes.
 
-A script carries a few standard-library-only modules of this package, concatenated (their
+A script carries a few modules of ``sandboxed/`` (standard library only), concatenated (their
 package imports, marked ``# sandbox: strip``, removed), then one call with the job embedded
 as JSON. Nothing from the host's Python environment is imported in the sandbox.
 
@@ -21,13 +21,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).parent
+_SANDBOXED = Path(__file__).parent / "sandboxed"
 _SHARED = ("_wire", "_channel")
 
 
 @functools.lru_cache(maxsize=None)
 def _module_source(name: str) -> str:
-    lines = (_HERE / f"{name}.py").read_text(encoding="utf-8").splitlines()
+    lines = (_SANDBOXED / f"{name}.py").read_text(encoding="utf-8").splitlines()
     return "\n".join(line for line in lines if not line.endswith("# sandbox: strip")) + "\n"
 
 
@@ -58,7 +58,8 @@ def _harness(module: str) -> tuple[str, str]:
 
 
 def build_script(module: str, function: str, job: dict[str, Any], sandbox_tag: str | None) -> str:
-    """The script running ``module.function(job)`` in a bare interpreter.
+    """The script running ``module.function(job)`` in a bare interpreter (``module``: a file
+    name in ``sandboxed/``, without ``.py``).
 
     When ``sandbox_tag`` (the sandbox interpreter's ``interpreter_tag``) matches this one, the
     harness travels precompiled; otherwise as source.

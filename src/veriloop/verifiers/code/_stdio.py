@@ -16,9 +16,9 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from veriloop.core import ExecResult, Record, Task
-from veriloop.verifiers._code_sandbox import CodeLimits, PythonRun, run_python
-from veriloop.verifiers._dynamic import mutate_stdin
-from veriloop.verifiers._extract import extract_code
+from veriloop.verifiers.code._code_sandbox import CodeLimits, PythonRun, run_python
+from veriloop.verifiers.code._dynamic import mutate_stdin
+from veriloop.verifiers.code._extract import extract_code
 from veriloop.verifiers._memo import Memo
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
 

@@ -1,4 +1,5 @@
-"""The host's side of the test process: running a task's tests against recorded results.
+"""The host's side of the test process (``sandboxed/_tests_process.py``): running a task's tests
+against recorded results.
 
 Several items (one task's tests against one candidate's plain results) share a process,
 ``TEST_BATCH`` at a time: all of it is the task set's own code and plain data. The task's
@@ -14,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from veriloop.verifiers._candidate_calls import Outcome
-from veriloop.verifiers._channel import parse_frames
-from veriloop.verifiers._code_sandbox import CodeLimits, PythonRun, run_python, sandbox_tag
+from veriloop.verifiers.code._candidate_calls import Outcome
+from veriloop.verifiers.code.sandboxed._channel import parse_frames
+from veriloop.verifiers.code._code_sandbox import CodeLimits, PythonRun, run_python, sandbox_tag
 from veriloop.verifiers._memo import Memo
 from veriloop.verifiers._registry import GraderError
-from veriloop.verifiers._run_tests import load_tests
-from veriloop.verifiers._scripts import build_script, compiled_blob, interpreter_tag, new_nonce
+from veriloop.verifiers.code.sandboxed._tests_process import load_tests
+from veriloop.verifiers.code._scripts import build_script, compiled_blob, interpreter_tag, new_nonce
 
 TEST_BATCH = 8
 
@@ -37,14 +38,14 @@ class TestSource(Protocol):
 
 
 @dataclass(frozen=True)
-class Plan:
+class TestPlan:
     """The inputs the fixed tests call the function with, and how many cases they hold."""
 
     calls: tuple[str, ...]
     planned: int
 
 
-_plans: Memo[Plan] = Memo()
+_plans: Memo[TestPlan] = Memo()
 _compiled_tests: Memo[str] = Memo()
 
 
@@ -75,7 +76,7 @@ def _test_run(chunk: Sequence[tuple[TestSource, dict[str, Outcome]]]) -> tuple[P
     limits = [source.test_limits() for source, _ in chunk]
     combined = CodeLimits(max(l.timeout_s for l in limits), max(l.memory_mb for l in limits))
     job = {"items": items, "compiled": compiled, "nonce": nonce}
-    return PythonRun(build_script("_run_tests", "run_tests", job, sandbox_tag()), combined), nonce
+    return PythonRun(build_script("_tests_process", "run_tests", job, sandbox_tag()), combined), nonce
 
 
 def _checked(frame: dict[str, Any]) -> dict[str, Any] | GraderError:
@@ -113,7 +114,7 @@ def evaluate_tests(requests: Sequence[tuple[TestSource, dict[str, Outcome]]]) ->
     return outcomes
 
 
-def plans_for(sources: Sequence[TestSource]) -> list[Plan | GraderError]:
+def plans_for(sources: Sequence[TestSource]) -> list[TestPlan | GraderError]:
     """The plan of each task's tests: cached, or learned by one batched run with no results."""
     keys = [(s.prompt_code, s.tests, s.entry_point, s.seed) for s in sources]
     missing = {key: source for key, source in zip(keys, sources) if _plans.peek(key) is None}
@@ -124,5 +125,5 @@ def plans_for(sources: Sequence[TestSource]) -> list[Plan | GraderError]:
         elif not frame["new_calls"]:
             errors[key] = GraderError(f"the tests never call {source.entry_point}")
         else:
-            _plans.put(key, Plan(calls=tuple(frame["new_calls"]), planned=frame["passed"] + frame["failed"]))
+            _plans.put(key, TestPlan(calls=tuple(frame["new_calls"]), planned=frame["passed"] + frame["failed"]))
     return [errors.get(key) or _plans.peek(key) or GraderError("the plan was evicted; retry") for key in keys]

@@ -1,5 +1,5 @@
 """Runs inside the candidate's sandboxed process: define the program, call its function on
-each input, and report each result as plain data.
+each input, and report each result as plain data (the host's side is ``code/_candidate_calls.py``).
 
 The process receives only the program and the inputs (canonical call keys); expected outputs
 never enter it. One frame per call is written as soon as the call returns, so results before
@@ -9,8 +9,8 @@ Sent into the sandbox after ``_wire`` and ``_channel`` (whose names it uses); th
 below is for readers and linters and is stripped from the script.
 """
 
-from veriloop.verifiers._channel import describe_error, open_channel  # sandbox: strip
-from veriloop.verifiers._wire import NotPlainData, encode_value, loads_value  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._wire import NotPlainData, encode_value, loads_value  # sandbox: strip
 
 CANDIDATE_FILE = "<candidate>"
 

@@ -74,7 +74,7 @@ def parse_frames(stdout, nonce):
         if not line.startswith(nonce):
             return frames, "stray output on the result channel"
         try:
-            frame = _json.loads(line[len(nonce):], parse_constant=_reject_constant)
+            frame = _json.loads(line[len(nonce):], parse_constant=_reject_frame_constant)
         except ValueError:
             return frames, "malformed frame on the result channel"
         if not isinstance(frame, dict):
@@ -83,5 +83,5 @@ def parse_frames(stdout, nonce):
     return frames, None
 
 
-def _reject_constant(name):
+def _reject_frame_constant(name):
     raise ValueError(f"bare {name}")

@@ -1,4 +1,5 @@
-"""Runs inside the test process: the task's own tests, against recorded candidate results.
+"""Runs inside the test process: the task's own tests, against recorded candidate results
+(the host's side is ``code/_tests_host.py``).
 
 The test code (HumanEval's ``check(candidate)`` or plain top-level asserts) runs unchanged
 except that every ``assert`` is rewritten to record its outcome and carry on, so partial
@@ -17,8 +18,8 @@ Sent into the sandbox after ``_wire`` and ``_channel``; the imports below are st
 
 import ast
 
-from veriloop.verifiers._channel import describe_error, open_channel  # sandbox: strip
-from veriloop.verifiers._wire import NotPlainData, call_key, decode_value, loads_value  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value, loads_value  # sandbox: strip
 
 TESTS_FILE = "<tests>"
 PROMPT_FILE = "<prompt>"
