@@ -103,7 +103,7 @@ def main() -> None:
         trainer = RLTrainer(config, tasks=tasks)
         batches = []
         update = trainer._update
-        trainer._update = lambda batch, *rest, **kw: (batches.append(batch), update(batch, *rest, **kw))[1]
+        trainer._update = lambda inputs: (batches.append(inputs.batch), update(inputs))[1]
         for _ in range(args.steps):
             started = time.perf_counter()
             metrics = trainer.step()

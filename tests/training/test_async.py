@@ -121,12 +121,14 @@ def test_steps_without_an_update_do_not_stall_the_producer(make_config):
 def test_stale_tokens_ratio_is_truncated_at_is_cap(make_config, digit_tasks):
     """behaviour correction: a stale token far more likely now than when sampled counts at most is_cap."""
     from veriloop.training._batch import token_batch
+    from veriloop.training._objective import LossInputs
 
     trainer = RLTrainer(make_config(name="cap", rollout={"prompts_per_step": 1}, pipeline={"mode": "async", "is_cap": 2.0}), tasks=digit_tasks)
-    batch = token_batch([t for g in trainer._sample_batch(1).groups for t in g], trainer.engine.pad_token_id)
+    batch = token_batch([t for g in trainer._sample_groups(1).groups for t in g], trainer.engine.pad_token_id)
     old = batch.sampler_logprobs - 5.0  # ratio e^5 on every token
     advantages = -torch.ones(len(batch))
-    fresh = trainer._accumulate_gradients(batch, old, advantages, None, stale=False)
-    stale = trainer._accumulate_gradients(batch, old, advantages, None, stale=True)
+    # Each call also steps the optimizer; one small step leaves every ratio far above is_cap.
+    fresh = trainer._update(LossInputs(batch, old, advantages, stale=False))
+    stale = trainer._update(LossInputs(batch, old, advantages, stale=True))
     assert fresh["policy_loss"] > 100  # -A * r, unbounded
     assert abs(stale["policy_loss"] - 2.0) < 1e-3  # -A * is_cap

@@ -34,7 +34,7 @@ from veriloop.training import RLTrainer, load_config  # noqa: E402
 from veriloop.training._config import ModelSection, PipelineSection  # noqa: E402
 from veriloop.training._model import load_policy  # noqa: E402
 from veriloop.training._ray import RayBackend, RolloutWorkerLost, shard_bounds  # noqa: E402
-from veriloop.training._workers import RolloutWorker, WorkerSpec, full_state  # noqa: E402
+from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, full_state  # noqa: E402
 
 RAY = Path(sys.executable).with_name("ray")
 # Loopback, but not 127.0.0.1: Ray rewrites that one to the host's routable address, and a

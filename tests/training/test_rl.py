@@ -33,16 +33,18 @@ def test_gradient_accumulation_4x2_equals_8x1(make_config, digit_tasks):
     another order), hence the same update; the samples themselves are equal token for token."""
     from veriloop.algorithms import compute_advantages
     from veriloop.training._batch import token_batch
+    from veriloop.training._objective import LossInputs
 
     results = []
     for micro in (8, 2):
-        trainer = RLTrainer(make_config(name=f"acc{micro}", optim={"micro_batch_size": micro}, rollout={"prompts_per_step": 1}), tasks=digit_tasks)
-        groups = trainer._sample_batch(1).groups
+        # No clipping (the norm bound is out of reach), so the gradients left after the update are the accumulated ones.
+        optim = {"micro_batch_size": micro, "max_grad_norm": 1e9}
+        trainer = RLTrainer(make_config(name=f"acc{micro}", optim=optim, rollout={"prompts_per_step": 1}), tasks=digit_tasks)
+        groups = trainer._sample_groups(1).groups
         trajectories = [t for g in groups for t in g]
         batch = token_batch(trajectories, trainer.engine.pad_token_id)
         advantages = compute_advantages("grpo", torch.tensor([t.reward for t in trajectories]), 8)
-        trainer.optimizer.zero_grad()
-        trainer._accumulate_gradients(batch, batch.sampler_logprobs, advantages, None)
+        trainer._update(LossInputs(batch, batch.sampler_logprobs, advantages))
         grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
         results.append((grads, [t.completion_ids for t in trajectories]))
     (big, samples_big), (small, samples_small) = results
@@ -81,7 +83,7 @@ def test_lora_path_trains_adapters_only(make_config, digit_tasks, tiny_model_dir
 
 def test_overlong_mask_excludes_cut_answers(make_config, digit_tasks):
     trainer = RLTrainer(make_config(algorithm={"overlong": "mask"}, rollout={"max_tokens": 3}, run={"steps": 1}), tasks=digit_tasks)
-    groups = trainer._sample_batch(1).groups
+    groups = trainer._sample_groups(1).groups
     trajectories = [t for g in groups for t in g]
     _, keep = trainer._shaped_rewards(trajectories)
     assert keep.tolist() == [0.0 if t.stop_reason == "max_tokens" else 1.0 for t in trajectories]
@@ -97,7 +99,7 @@ def test_lean_logprobs_share_each_prompt_and_equal_the_model(make_config, digit_
     from veriloop.training._batch import _shared_prompts, completion_logprobs, token_batch
 
     trainer = RLTrainer(make_config(rollout={"prompts_per_step": 3, "group_size": 4}), tasks=digit_tasks)
-    groups = trainer._sample_batch(1).groups
+    groups = trainer._sample_groups(1).groups
     trainer.close()
     batch = token_batch([t for group in groups for t in group], trainer.engine.pad_token_id)
     prefix_ids, _, row_prefix, _, _ = _shared_prompts(batch, "cpu")

@@ -1,5 +1,6 @@
 """Layer 5: trainers (SFT, GRPO-family RL), their configs and checkpoints, the async pipeline and rollout backends."""
 
+from veriloop.training._backends import ROLLOUT_BACKENDS, LocalBackend, RolloutBackend, SharedBackend
 from veriloop.training._config import SFTConfig, TrainConfig, load_config
 from veriloop.training._data import SamplerState, TaskSampler
 from veriloop.training._heartbeat import Heartbeats, Stall, read_events
@@ -7,9 +8,9 @@ from veriloop.training._ledger import Draw, PromptLedger, ledger_summary, read_l
 from veriloop.training._pipeline import AsyncSampler, SampledBatch
 from veriloop.training._quickstart import QuickstartConfig, run_quickstart
 from veriloop.training._rl import RLTrainer, read_metrics, seed_everything
+from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, episode_config
 from veriloop.training._sft import SFTStep, read_conversations, run_sft, sft_loss, tokenize_conversation, train_sft
 from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
-from veriloop.training._workers import ROLLOUT_BACKENDS, LocalBackend, RolloutBackend, RolloutWorker, SharedBackend, WorkerSpec, episode_config
 
 __all__ = [
     "ROLLOUT_BACKENDS",

@@ -90,6 +90,21 @@ def completion_logprobs(
     return logprobs, entropy
 
 
+def micro_batches(rows: int, size: int) -> list[slice]:
+    """Consecutive row ranges of at most ``size`` covering ``range(rows)``."""
+    return [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
+
+
+@torch.no_grad()
+def logprobs_without_grad(model: Any, batch: TokenBatch, temperature: float, micro_batch_size: int,
+                          lean: LeanDecoder | None = None) -> torch.Tensor:
+    """Log-probs (B, C) of each completion token under ``model``, on the CPU, computed without
+    grad ``micro_batch_size`` rows at a time (the reference pass and the recompute pass)."""
+    parts = [completion_logprobs(model, batch.select(rows), temperature, lean=lean)[0].cpu()
+             for rows in micro_batches(len(batch), micro_batch_size)]
+    return torch.cat(parts)
+
+
 def _shared_prompts(batch: TokenBatch, device: Any) -> tuple[torch.Tensor, ...]:
     """``LeanDecoder.forward_prefixed`` arguments: each distinct prompt once, the rows' completions.
 

@@ -10,7 +10,8 @@ The driver keeps the latest full weights. An actor lost mid-batch (its process o
 is replaced by a fresh one brought to the current weights and policy version, and only the shards
 that had not come back run again: every task's episodes appear exactly once.
 
-This module imports ``ray``; the backend registry imports it only when ``pipeline.backend=ray``.
+This module imports ``ray``; ``_backends.py`` imports it only when ``pipeline.backend=ray``. It builds on
+``_rollout_worker.py`` and never imports ``_backends.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ray.exceptions import ObjectLostError, RayActorError
 from veriloop.core import Task
 from veriloop.rollout import RolloutBatch, summarize
 from veriloop.training._config import PipelineSection
-from veriloop.training._workers import Progress, RolloutWorker, WorkerSpec
+from veriloop.training._rollout_worker import Progress, RolloutWorker, WorkerSpec
 
 log = logging.getLogger("veriloop.training")
 
@@ -87,6 +88,8 @@ class RayBackend:
     pipeline sets weights between batches, on the thread that samples them).
     """
 
+    receives_weights = True  # each actor holds its own copy
+
     def __init__(self, spec: WorkerSpec, pipeline: PipelineSection, initial_state: dict[str, torch.Tensor]):
         self.spec, self.pipeline = spec, pipeline
         self._owns_connection = connect(pipeline.ray_address)
@@ -126,14 +129,16 @@ class RayBackend:
             except _LOST as error:
                 self._replace(slot, error)  # the replacement starts at this version
 
-    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, progress: Progress | None = None) -> RolloutBatch:
+    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int,
+                progress: Progress | None = None) -> RolloutBatch:
         """``group_size`` episodes of each task, sharded over the actors (see the class contract)."""
         started = time.perf_counter()
         shards = shard_bounds(len(tasks), len(self._actors))
         batches = self._run_shards(list(tasks), shards, group_size, seed, progress)
         trajectories = tuple(t for slot in range(len(shards)) for t in batches[slot].trajectories)
         engine_busy_s = sum(batch.metrics.engine_busy_s for batch in batches.values())  # summed over actors
-        metrics = summarize(trajectories, time.perf_counter() - started, self.spec.sandbox_workers * len(self._actors), engine_busy_s)
+        sandbox_workers = self.spec.sandbox_workers * len(self._actors)
+        metrics = summarize(trajectories, time.perf_counter() - started, sandbox_workers, engine_busy_s)
         return RolloutBatch(trajectories, metrics)
 
     def close(self) -> None:
@@ -221,7 +226,8 @@ def connect(address: str) -> bool:
     """
     if ray.is_initialized():
         return False
-    quiet: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}  # worker errors come back as exceptions
+    # Worker errors come back as exceptions: their logs need not reach the driver.
+    quiet: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
     address = address or os.environ.get("RAY_ADDRESS", "")
     if address:
         ray.init(address=address, **quiet)

@@ -1,13 +1,16 @@
 """The RL trainer. ``RLTrainer.step`` is the whole algorithm, top to bottom:
 
     sample groups -> score (verifiers, inside the rollout) -> drop groups with no signal and
-    refill -> shape rewards -> advantages -> clipped policy loss over micro-batches ->
-    optimizer step -> weight sync -> metrics; ``train`` adds periodic evaluation and checkpoints.
+    refill -> shape rewards -> advantages -> the objective over micro-batches (``objective``
+    in ``_objective.py``: clipped policy loss, KL, entropy) -> optimizer step -> weight sync ->
+    metrics; ``train`` adds periodic evaluation and checkpoints.
+
+Rollouts run on the backend ``rollout_backend_for`` picks (``_backends.py``); step timing is kept
+by a ``StepTimer`` (``_step_timer.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import json
@@ -21,12 +24,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from veriloop.algorithms import AGGREGATIONS, compute_advantages, kl_penalty, policy_loss, truncated_importance_weights
+from veriloop.algorithms import compute_advantages, kl_penalty, truncated_importance_weights
 from veriloop.core import Task, Trajectory, UserError, ensure_strict_blas
 from veriloop.rollout import HFEngine, LeanDecoder, TrajectoryStore, rollout
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
-from veriloop.training._batch import TokenBatch, completion_logprobs, token_batch
+from veriloop.training._backends import rollout_backend_for
+from veriloop.training._batch import TokenBatch, completion_logprobs, logprobs_without_grad, micro_batches, token_batch
 from veriloop.training._checkpoint import list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
 from veriloop.training._config import TrainConfig
 from veriloop.training._data import SamplerState, TaskSampler
@@ -34,9 +38,10 @@ from veriloop.training._heartbeat import Heartbeats, Stall
 from veriloop.training._ledger import PromptLedger
 from veriloop.training._metrics import MetricsLogger
 from veriloop.training._model import load_policy, reference_model, save_final
+from veriloop.training._objective import LossInputs, objective
 from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, staleness_metrics
-from veriloop.training._workers import ROLLOUT_BACKENDS, RolloutBackend, SharedBackend, WorkerSpec, episode_config, sandbox_tools, trainable_state
-
+from veriloop.training._rollout_worker import episode_config, sandbox_tools, trainable_state
+from veriloop.training._step_timer import StepTimer
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
@@ -52,19 +57,27 @@ class RLTrainer:
     update (async, or Ray), which may sample up to ``pipeline.max_staleness`` steps ahead.
     """
 
-    def __init__(self, config: TrainConfig, tasks: Sequence[Task] | None = None, heldout: Sequence[Task] | None = None, tools: Any = None):
+    def __init__(self, config: TrainConfig, tasks: Sequence[Task] | None = None, heldout: Sequence[Task] | None = None,
+                 tools: Any = None):
         ensure_strict_blas()  # before the policy loads: its samples and updates must not depend on batch shapes
         self.config = config
         self.out = Path(config.run.out)
         self.checkpoint_dir = self.out / "checkpoints"
         seed_everything(config.run.seed)
-        self.heldout = list(heldout) if heldout is not None else (load_tasks(config.data.heldout) if config.data.heldout else [])
+        self.heldout = list(heldout) if heldout is not None else (
+            load_tasks(config.data.heldout) if config.data.heldout else [])
         # The multi-domain schedule (veriloop.scheduling), when configured, loads the tasks and replaces TaskSampler.
-        self.schedule = DomainSchedule.from_config(config.schedule, config.run.seed, self.out, tasks=tasks, train=config.data.train,
-                                                   heldout=self.heldout) if config.schedule.active else None
-        self.tasks = self.schedule.tasks if self.schedule is not None else (list(tasks) if tasks is not None else load_tasks(config.data.train))
+        self.schedule = DomainSchedule.from_config(
+            config.schedule, config.run.seed, self.out, tasks=tasks, train=config.data.train, heldout=self.heldout,
+        ) if config.schedule.active else None
+        if self.schedule is not None:
+            self.tasks = self.schedule.tasks
+        else:
+            self.tasks = list(tasks) if tasks is not None else load_tasks(config.data.train)
         self._owns_tools = tools is None
-        self.tools = tools if tools is not None else sandbox_tools(config.rollout.tools, config.pipeline.sandbox_workers)
+        if tools is None:
+            tools = sandbox_tools(config.rollout.tools, config.pipeline.sandbox_workers)
+        self.tools = tools
         if config.pipeline.torch_threads:
             torch.set_num_threads(config.pipeline.torch_threads)
         checkpoints = list_checkpoints(self.checkpoint_dir)
@@ -72,11 +85,13 @@ class RLTrainer:
         self.model, self.tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
         self.reference = reference_model(self.model, config.model) if config.algorithm.beta > 0 else None
         self.engine = HFEngine(self.model, self.tokenizer, max_batch_size=config.rollout.max_batch_size)
-        self.reference_lean = LeanDecoder(self.reference) if self.reference is not None and LeanDecoder.supports(self.reference) else None
+        self.reference_lean = (LeanDecoder(self.reference)
+                               if self.reference is not None and LeanDecoder.supports(self.reference) else None)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         # The fused kernel (one pass over all parameters) where torch has it: 6x faster on CPU.
         fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in trainable)
-        self.optimizer = torch.optim.AdamW(trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay, fused=fused)
+        self.optimizer = torch.optim.AdamW(trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay,
+                                           fused=fused)
         warmup = max(config.optim.warmup_steps, 1)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warmup))
         self.sampler = self.schedule if self.schedule is not None else TaskSampler(self.tasks, config.run.seed)
@@ -84,7 +99,6 @@ class RLTrainer:
         self.draws = 0  # prompts drawn by the steps trained so far (the ledger's length)
         self.trained_sampler_state = self.sampler.state  # the cursor as of the last trained step
         self.episode = episode_config(config)
-        self.spec = WorkerSpec.from_config(config)
         self.metrics = MetricsLogger(self.out, config.run.loggers, config.model_dump(mode="json"))
         self.store = TrajectoryStore(self.out / "trajectories") if config.run.save_trajectories else None
         self.ledger = PromptLedger(self.out)
@@ -92,43 +106,47 @@ class RLTrainer:
         if resume_from is not None:
             self._resume(resume_from)
         self._next_draw = self.draws  # the producer's count, ahead of ``draws`` in async mode
-        self.backend = self._rollout_backend()
+        self.backend = rollout_backend_for(config, engine=self.engine, tokenizer=self.tokenizer, tools=self.tools)
         self.pipeline: AsyncSampler | None = None
         self._unsent_weights: dict[str, torch.Tensor] | None = None
-        self._busy = {"generator": 0.0, "trainer": 0.0}
-        self._started = time.monotonic()
+        self.timer = StepTimer()
 
     # ---- the algorithm ---------------------------------------------------------------------
 
     def step(self) -> dict[str, Any]:
         """One RL step. Returns its metrics (also logged)."""
-        algo = self.config.algorithm
+        algo, group_size = self.config.algorithm, self.config.rollout.group_size
+        self.timer.start()
         # 1-3. Sample groups; the rollout scores them with the verifiers. Groups with no
         # signal (all rewards equal) are dropped and refilled from fresh prompts. In async
         # mode the batch was sampled ahead, by a policy at most max_staleness versions old.
-        sampled, waited_s, queue_depth = self._next_batch()
-        started = time.perf_counter()
+        sampled, queue_depth = self._next_batch()
         self.step_index += 1
         groups = sampled.groups
         if not groups:
-            return self._finish_step(sampled, {"skipped": 1, **sampled.sampling, **self._schedule_metrics(groups)}, waited_s, queue_depth, started)
+            return self._finish_step(sampled, {"skipped": 1, **sampled.sampling, **self._schedule_metrics(groups)},
+                                     queue_depth)
         trajectories = [t for group in groups for t in group]
         # 4. Rewards, shaped: overlong answers penalised, KL as a reward penalty if asked.
-        rewards, keep_mask = self._shaped_rewards(trajectories)
+        rewards, keep_mask = self._shaped_rewards(trajectories)  # (N,), (N,)
         batch = token_batch(trajectories, self.engine.pad_token_id)
-        batch.loss_mask *= keep_mask[:, None]
-        reference_logprobs = self._reference_logprobs(batch) if self.reference_needed else None
+        batch.loss_mask *= keep_mask[:, None]  # (N, C)
+        reference_logprobs = self._reference_logprobs(batch) if self.reference_needed else None  # (N, C)
         if reference_logprobs is not None and algo.kl_mode == "reward":
-            rewards = rewards - algo.beta * (kl_penalty(batch.sampler_logprobs, reference_logprobs, algo.kl_estimator) * batch.loss_mask).sum(1)
+            kl = kl_penalty(batch.sampler_logprobs, reference_logprobs, algo.kl_estimator)  # (N, C)
+            rewards = rewards - algo.beta * (kl * batch.loss_mask).sum(1)
         # 5. Advantages per group, from rewards put on a per-domain scale when the schedule normalises.
-        scaled = rewards if self.schedule is None else self.schedule.normalize(rewards, [t.domain for t in trajectories], self.config.rollout.group_size)
-        advantages = compute_advantages(algo.advantage, scaled, self.config.rollout.group_size)
+        if self.schedule is not None:
+            rewards_scaled = self.schedule.normalize(rewards, [t.domain for t in trajectories], group_size)
+        else:
+            rewards_scaled = rewards
+        advantages = compute_advantages(algo.advantage, rewards_scaled, group_size)  # (N,)
         # 6. Old log-probs: the sampler's, or recomputed (and the mismatch measured). Stale
         # samples (async) are corrected by pipeline.stale_correction.
         stale = sampled.policy_version < self.version
-        old_logprobs, importance, correction = self._old_logprobs(batch, stale)
-        # 7. Clipped policy loss over micro-batches, gradient accumulation, optimizer step.
-        update = self._update(batch, old_logprobs, advantages, reference_logprobs, importance, stale)
+        inputs, correction = self._loss_inputs(batch, advantages, reference_logprobs, stale)
+        # 7. The objective (policy loss, KL, entropy) over micro-batches, accumulated; optimizer step.
+        update = self._update(inputs)
         # 8. Weight sync: the new version goes to the rollout backend and tags later samples.
         self._publish_weights(self.version + 1)
         if self.store is not None:
@@ -140,50 +158,37 @@ class RLTrainer:
             "reward/shaped_mean": float(rewards.mean()),
             "pass_rate": sum(t.score.passed for t in trajectories) / len(trajectories),
             "response_tokens/mean": float(batch.loss_mask.sum(1).mean()),
-        }, waited_s, queue_depth, started)
+        }, queue_depth)
 
     @property
     def version(self) -> int:
         """The trainer's policy version: how many updates its weights have had."""
         return self.engine.policy_version
 
-    def _next_batch(self) -> tuple[SampledBatch, float, int]:
-        """The batch of the next step, the seconds the trainer waited for it, the queue depth it found."""
-        if self.pipeline is not None:
+    def _next_batch(self) -> tuple[SampledBatch, int]:
+        """The batch of the next step and the queue depth it found; the time it took is the step's wait."""
+        with self.timer.phase("wait"):
+            if self.pipeline is None:
+                return self._sample_groups(self.step_index + 1), 0
             with self.heartbeats.phase("train", f"step {self.step_index + 1}: waiting for its batch"):
-                return self.pipeline.next()
-        sampled = self._sample_batch(self.step_index + 1)
-        return sampled, sampled.busy_s, 0
+                sampled, _, queue_depth = self.pipeline.next()
+                return sampled, queue_depth
 
-    def _finish_step(self, sampled: SampledBatch, metrics: dict[str, Any], waited_s: float, queue_depth: int, started: float) -> dict[str, Any]:
-        """Accounting shared by trained and skipped steps: ledger, cursor, utilisation, log."""
+    def _finish_step(self, sampled: SampledBatch, metrics: dict[str, Any], queue_depth: int) -> dict[str, Any]:
+        """Accounting shared by trained and skipped steps: ledger, cursor, timing, log."""
         self.ledger.record(self.step_index, sampled.draws)
         self.draws += len(sampled.draws)
         self.trained_sampler_state = sampled.sampler_state
         if self.pipeline is not None:  # the producer may start the batch this step was holding back
             self.pipeline.step_done(self.step_index, self.version, self._unsent_weights)
             self._unsent_weights = None
-        busy_s = time.perf_counter() - started
-        self._busy["trainer"] += busy_s
-        self._busy["generator"] += sampled.busy_s
-        elapsed = max(time.monotonic() - self._started, 1e-9)
-        return self._log({
-            **metrics,
-            "policy_version": self.version,
-            "util/trainer_busy_s": busy_s, "util/trainer_wait_s": waited_s,
-            "util/generator_busy_s": sampled.busy_s, "util/generator_wait_s": sampled.wait_s,
-            "util/inference_to_training": sampled.busy_s / max(busy_s, 1e-9),
-            "util/trainer_busy_fraction": min(1.0, self._busy["trainer"] / elapsed),
-            "util/generator_busy_fraction": min(1.0, self._busy["generator"] / elapsed),
-            "util/queue_depth": queue_depth,
-            "time/step_s": busy_s + waited_s,
-        })
+        return self._log({**metrics, "policy_version": self.version, **self.timer.metrics(sampled, queue_depth)})
 
     @property
     def reference_needed(self) -> bool:
         return self.config.algorithm.beta > 0
 
-    def _sample_batch(self, step: int) -> SampledBatch:
+    def _sample_groups(self, step: int) -> SampledBatch:
         """Groups for ``step``: sampling rounds until ``prompts_per_step`` groups have signal.
 
         Runs on the producer thread in async mode: it touches only the sampler and the backend.
@@ -201,7 +206,11 @@ class RLTrainer:
             seed = self.config.run.seed * 1_000_003 + (step - 1) * 101 + rounds
             doing = f"step {step}, round {rounds + 1}: {len(tasks)} prompts x {cfg.group_size} samples"
             self.heartbeats.beat("rollout", doing)
-            batch = self.backend.rollout(tasks, cfg.group_size, seed, progress=lambda done, total: self.heartbeats.beat("rollout", f"{doing}, {done}/{total} episodes done"))
+
+            def progress(done: int, total: int, doing: str = doing) -> None:
+                self.heartbeats.beat("rollout", f"{doing}, {done}/{total} episodes done")
+
+            batch = self.backend.rollout(tasks, cfg.group_size, seed, progress=progress)
             rounds += 1
             if self.schedule is not None:  # every group, kept or not, informs the curriculum
                 self.schedule.observe(batch.trajectories)
@@ -214,7 +223,8 @@ class RLTrainer:
                 group = list(batch.trajectories[start : start + cfg.group_size])
                 counts["groups/sampled"] += 1
                 outcome = _group_outcome(group, algo.dynamic_sampling)
-                draws.append(Draw(self._next_draw + len(draws), group[0].task_id, "trained" if outcome is None else "dropped", outcome or ""))
+                draws.append(Draw(self._next_draw + len(draws), group[0].task_id,
+                                  "trained" if outcome is None else "dropped", outcome or ""))
                 if outcome == "infra_error":
                     counts["groups/infra_error"] += 1
                     continue
@@ -248,107 +258,92 @@ class RLTrainer:
                 keep[i] = 0.0
         return rewards, keep
 
-    def _micro_batches(self, batch: TokenBatch) -> list[slice]:
-        size = self.config.optim.micro_batch_size
-        return [slice(i, min(i + size, len(batch))) for i in range(0, len(batch), size)]
-
-    @torch.no_grad()
     def _reference_logprobs(self, batch: TokenBatch) -> torch.Tensor:
-        out = []
-        context = self.model.disable_adapter() if self.reference is None else contextlib.nullcontext()
-        model = self.model if self.reference is None else self.reference
-        lean = self.reference_lean if self.reference is not None else None
-        with context:
-            for rows in self._micro_batches(batch):
-                logprobs, _ = completion_logprobs(model, batch.select(rows), self.config.rollout.temperature, lean=lean)
-                out.append(logprobs.cpu())
-        return torch.cat(out)
+        """(B, C) under the reference policy: the frozen copy, or the base model under LoRA adapters."""
+        if self.reference is not None:
+            return self._logprobs_without_grad(self.reference, batch, self.reference_lean)
+        with self.model.disable_adapter():
+            return self._logprobs_without_grad(self.model, batch, None)
 
-    def _old_logprobs(self, batch: TokenBatch, stale: bool) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
-        """Old log-probs (B, C) for the ratio, per-token importance weights (or None), metrics.
+    def _logprobs_without_grad(self, model: Any, batch: TokenBatch, lean: LeanDecoder | None) -> torch.Tensor:
+        return logprobs_without_grad(model, batch, self.config.rollout.temperature, self.config.optim.micro_batch_size,
+                                     lean=lean)
+
+    def _loss_inputs(self, batch: TokenBatch, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None,
+                     stale: bool) -> tuple[LossInputs, dict[str, float]]:
+        """The objective's inputs, with the old log-probs (B, C) for the ratio; the mismatch metrics.
 
         Fresh samples: the sampler's log-probs, or recomputed ones when asked (the mismatch is
         measured). Stale samples (async mode), by ``pipeline.stale_correction``:
         - ``behaviour``: the sampler's log-probs, so the clipped ratio pi_current / pi_sampler
           bounds how far training moves from the policy that sampled (capped at ``is_cap`` for
-          negative advantages, see ``_accumulate_gradients``);
+          negative advantages, see ``_dual_clip``);
         - ``decoupled``: the ratio is taken against the current policy (recomputed) and each
           token is reweighted by min(pi_current / pi_sampler, is_cap) (truncated IS).
         """
         pipeline = self.config.pipeline
         decoupled = stale and pipeline.stale_correction == "decoupled"
+        sampler = batch.sampler_logprobs  # (B, C)
         if not (decoupled or self.config.algorithm.recompute_logprobs):
-            return batch.sampler_logprobs, None, {}
-        with torch.no_grad():
-            recomputed = torch.cat([completion_logprobs(self.model, batch.select(r), self.config.rollout.temperature, lean=self.engine.lean)[0].cpu() for r in self._micro_batches(batch)])
-        diff = (recomputed - batch.sampler_logprobs).abs() * batch.loss_mask
+            return LossInputs(batch, sampler, advantages, reference_logprobs, stale=stale), {}
+        recomputed = self._logprobs_without_grad(self.model, batch, self.engine.lean)  # (B, C)
+        diff = (recomputed - sampler).abs() * batch.loss_mask
         tokens = batch.loss_mask.sum().clamp(min=1)
-        metrics = {"logprob_mismatch/mean_abs": float(diff.sum() / tokens), "logprob_mismatch/max_abs": float(diff.max())}
+        metrics = {"logprob_mismatch/mean_abs": float(diff.sum() / tokens),
+                   "logprob_mismatch/max_abs": float(diff.max())}
         if not decoupled:
-            return (batch.sampler_logprobs if stale else recomputed), None, metrics
-        weights = truncated_importance_weights(recomputed, batch.sampler_logprobs, pipeline.is_cap)
+            return LossInputs(batch, sampler if stale else recomputed, advantages, reference_logprobs,
+                              stale=stale), metrics
+        weights = truncated_importance_weights(recomputed, sampler, pipeline.is_cap)  # (B, C)
         mask = batch.loss_mask.bool()
         metrics["is_weight/mean"] = float(weights[mask].mean()) if mask.any() else 1.0
-        metrics["is_weight/truncated_fraction"] = float((weights[mask] >= pipeline.is_cap).float().mean()) if mask.any() else 0.0
-        return recomputed, weights, metrics
+        truncated = float((weights[mask] >= pipeline.is_cap).float().mean()) if mask.any() else 0.0
+        metrics["is_weight/truncated_fraction"] = truncated
+        return LossInputs(batch, recomputed, advantages, reference_logprobs, weights, stale), metrics
 
-    def _update(self, batch: TokenBatch, old_logprobs: torch.Tensor, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None,
-                importance: torch.Tensor | None = None, stale: bool = False) -> dict[str, float]:
-        """``updates_per_batch`` optimizer steps, each on the gradient of the whole batch."""
-        optim = self.config.optim
-        started = time.perf_counter()
+    def _update(self, inputs: LossInputs) -> dict[str, float]:
+        """``updates_per_batch`` optimizer steps, each on the gradient of the whole batch.
+
+        The gradient is accumulated micro-batch by micro-batch, each micro-batch's loss weighted
+        by its share of the batch (tokens for token-mean, sequences otherwise), so any micro-batch
+        size gives the gradient of one big batch. Returns the batch-weighted loss statistics.
+        """
+        algo, optim = self.config.algorithm, self.config.optim
+        dual_clip = self._dual_clip(inputs.stale)
+        total_tokens = float(inputs.batch.loss_mask.sum().clamp(min=1))
         sums: dict[str, float] = {}
         self.model.train()
-        with self.heartbeats.phase("train", f"step {self.step_index}: update on {len(batch)} sequences"):
+        doing = f"step {self.step_index}: update on {len(inputs)} sequences"
+        with self.timer.phase("update"), self.heartbeats.phase("train", doing):
             for _ in range(optim.updates_per_batch):
                 self.optimizer.zero_grad(set_to_none=True)
-                stats = self._accumulate_gradients(batch, old_logprobs, advantages, reference_logprobs, importance, stale)
-                for key, value in stats.items():
+                pass_sums: dict[str, float] = {}
+                for rows in micro_batches(len(inputs), optim.micro_batch_size):
+                    micro = inputs.select(rows)
+                    tokens = float(micro.batch.loss_mask.sum())
+                    weight = tokens / total_tokens if algo.aggregation == "token-mean" else len(micro) / len(inputs)
+                    logprobs, entropy = completion_logprobs(self.model, micro.batch, self.config.rollout.temperature,
+                                                            with_entropy=algo.entropy_coef > 0, lean=self.engine.lean)
+                    loss, stats = objective(logprobs, entropy, micro, algo, dual_clip)
+                    (loss * weight).backward()
+                    for key, value in stats.items():
+                        pass_sums[key] = pass_sums.get(key, 0.0) + value * weight
+                for key, value in pass_sums.items():
                     sums[key] = sums.get(key, 0.0) + value / optim.updates_per_batch
-                grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], optim.max_grad_norm)
+                trainable = [p for p in self.model.parameters() if p.requires_grad]
+                grad_norm = torch.nn.utils.clip_grad_norm_(trainable, optim.max_grad_norm)
                 self.optimizer.step()
                 self.scheduler.step()
         self.model.eval()
-        return {**sums, "grad_norm": float(grad_norm), "lr": self.scheduler.get_last_lr()[0], "time/update_s": time.perf_counter() - started}
+        return {**sums, "grad_norm": float(grad_norm), "lr": self.scheduler.get_last_lr()[0]}
 
-    def _accumulate_gradients(self, batch: TokenBatch, old_logprobs: torch.Tensor, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None,
-                              importance: torch.Tensor | None = None, stale: bool = False) -> dict[str, float]:
-        """Backward the loss micro-batch by micro-batch; returns batch-weighted loss statistics.
-
-        Each micro-batch's loss is weighted by its share of the batch (tokens for token-mean,
-        sequences otherwise), so any micro-batch size gives the gradient of one big batch.
-        """
-        algo = self.config.algorithm
-        aggregate = AGGREGATIONS.get(algo.aggregation)
-        dual_clip = algo.dual_clip
-        if stale and self.config.pipeline.stale_correction == "behaviour":  # truncate the ratio to the sampler's policy
-            dual_clip = min(dual_clip or float("inf"), self.config.pipeline.is_cap)
-        total_tokens = float(batch.loss_mask.sum().clamp(min=1))
-        sums: dict[str, float] = {}
-        for rows in self._micro_batches(batch):
-            micro = batch.select(rows)
-            weight = float(micro.loss_mask.sum()) / total_tokens if algo.aggregation == "token-mean" else len(micro) / len(batch)
-            logprobs, entropy = completion_logprobs(self.model, micro, self.config.rollout.temperature, with_entropy=algo.entropy_coef > 0, lean=self.engine.lean)
-            device = logprobs.device
-            mask = micro.loss_mask.to(device)
-            loss, stats = policy_loss(
-                logprobs, old_logprobs[rows].to(device), advantages[rows].to(device), mask,
-                clip_low=algo.clip_low, clip_high=algo.clip_high, aggregation=algo.aggregation, dual_clip=dual_clip,
-                importance_weights=None if importance is None else importance[rows].to(device),
-            )
-            stats["policy_loss"] = float(loss.detach())
-            if reference_logprobs is not None and algo.kl_mode == "loss":
-                kl = aggregate(kl_penalty(logprobs, reference_logprobs[rows].to(device), algo.kl_estimator), mask)
-                loss = loss + algo.beta * kl
-                stats["kl"] = float(kl.detach())
-            if entropy is not None:
-                entropy_mean = aggregate(entropy, mask)
-                loss = loss - algo.entropy_coef * entropy_mean
-                stats["entropy"] = float(entropy_mean.detach())
-            (loss * weight).backward()
-            for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value * weight
-        return sums
+    def _dual_clip(self, stale: bool) -> float | None:
+        """The ratio cap for negative advantages: ``algorithm.dual_clip``, lowered to ``pipeline.is_cap``
+        for stale samples under the ``behaviour`` correction (the ratio is then to the sampler's policy)."""
+        dual_clip, pipeline = self.config.algorithm.dual_clip, self.config.pipeline
+        if stale and pipeline.stale_correction == "behaviour":
+            return min(dual_clip or float("inf"), pipeline.is_cap)
+        return dual_clip
 
     # ---- the loop around it --------------------------------------------------------------
 
@@ -374,7 +369,8 @@ class RLTrainer:
             while self.step_index < run.steps and not (self.schedule is not None and self.schedule.stop_requested):
                 metrics = self.step()
                 if run.eval_every and self.heldout and self.step_index % run.eval_every == 0:
-                    with self.heartbeats.phase("evaluate", f"step {self.step_index}: {len(self.heldout)} held-out tasks"):
+                    doing = f"step {self.step_index}: {len(self.heldout)} held-out tasks"
+                    with self.heartbeats.phase("evaluate", doing):
                         evaluation = self.evaluate()
                     self.metrics.log(self.step_index, evaluation)
                     metrics.update(evaluation)
@@ -406,7 +402,7 @@ class RLTrainer:
         """Async mode: the producer thread starts sampling ahead of the trainer."""
         pipeline = self.config.pipeline
         if pipeline.mode == "async" and self.pipeline is None:
-            self.pipeline = AsyncSampler(self._sample_batch, self.backend.set_weights, first_step=self.step_index + 1,
+            self.pipeline = AsyncSampler(self._sample_groups, self.backend.set_weights, first_step=self.step_index + 1,
                                          last_step=self.config.run.steps, max_staleness=pipeline.max_staleness).start()
 
     def _stop_pipeline(self) -> None:
@@ -414,19 +410,10 @@ class RLTrainer:
             self.pipeline.close()
             self.pipeline = None
 
-    def _rollout_backend(self) -> RolloutBackend:
-        """The trainer's own engine when sync and local; otherwise a backend with its own weights."""
-        pipeline = self.config.pipeline
-        if pipeline.mode == "sync" and pipeline.backend == "local":
-            return SharedBackend(self.engine, self.spec, self.tools)
-        backend = ROLLOUT_BACKENDS.get(pipeline.backend)(self.config, self.spec, self.model, self.tokenizer)
-        backend.set_weights(self.version, None)
-        return backend
-
     def _publish_weights(self, version: int) -> None:
         """After an update: tag the trainer's engine and send the weights to the rollout backend."""
         self.engine.update_weights(None, version)  # the trainer's engine shares its model
-        if isinstance(self.backend, SharedBackend):
+        if not self.backend.receives_weights:
             return
         state = trainable_state(self.model)
         if self.pipeline is not None:
@@ -490,12 +477,15 @@ def _group_outcome(group: list[Trajectory], dynamic_sampling: bool) -> str | Non
 
 
 def _warn_stall(stall: Stall) -> None:
-    print(f"veriloop: {stall.phase} has made no progress for {stall.quiet_s:.0f} s: {stall.doing}", file=sys.stderr, flush=True)
+    print(f"veriloop: {stall.phase} has made no progress for {stall.quiet_s:.0f} s: {stall.doing}", file=sys.stderr,
+          flush=True)
 
 
 def read_metrics(out: str | Path) -> list[dict[str, Any]]:
     """The per-step records a run wrote to ``OUT/metrics.jsonl``."""
     path = Path(out) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] if path.exists() else []
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 

@@ -1,0 +1,102 @@
+"""Rollout backends: where trajectories are generated, and how new weights reach the generator.
+
+A backend turns ``(tasks, group_size, seed)`` into a ``RolloutBatch`` sampled by the policy
+version it last received. ``rollout_backend_for`` decides which one a config gets:
+
+- ``SharedBackend`` (``pipeline.mode=sync``, ``pipeline.backend=local``): the trainer's own engine
+  over the trainer's own model; weight sync costs nothing because the weights are the same tensors.
+- the local backend (``mode=async``, ``backend=local``): a ``RolloutWorker`` in this process over
+  a private copy of the policy, so that generation runs while the trainer changes its weights.
+- ``RayBackend`` (``backend=ray``, ``_ray.py``): ``RolloutWorker`` actors on a Ray cluster; ``ray``
+  is imported only when it is chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import torch
+
+from veriloop.core import Registry, Task
+from veriloop.rollout import HFEngine, RolloutBatch
+from veriloop.training._config import TrainConfig
+from veriloop.training._rollout_worker import Progress, RolloutWorker, WorkerSpec, full_state, run_rollout
+
+
+class RolloutBackend(Protocol):
+    """What the trainer needs from wherever rollouts run."""
+
+    policy_version: int
+    receives_weights: bool  # False when the backend generates with the trainer's own tensors
+
+    def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None: ...
+
+    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, *,
+                progress: Progress | None = None) -> RolloutBatch:
+        """Episodes in task order, grouped; ``progress(done, total)`` as episodes end (may be coarse)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SharedBackend:
+    """Rollouts on the trainer's engine, whose model is the trainer's model (synchronous mode)."""
+
+    receives_weights = False  # same tensors: only the version tag moves
+
+    def __init__(self, engine: HFEngine, spec: WorkerSpec, tools: Any):
+        self.engine, self.spec, self.tools = engine, spec, tools
+
+    @property
+    def policy_version(self) -> int:
+        return self.engine.policy_version
+
+    def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
+        self.engine.update_weights(None, version)
+
+    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int,
+                progress: Progress | None = None) -> RolloutBatch:
+        return run_rollout(self.engine, self.spec, self.tools, tasks, group_size, seed, 0, progress)
+
+    def close(self) -> None:
+        pass  # the trainer owns the engine and its tools
+
+
+# The local backend is a RolloutWorker given the trainer's model, which it copies.
+LocalBackend = RolloutWorker
+
+BackendFactory = Callable[[TrainConfig, WorkerSpec, Any, Any], RolloutBackend]  # (config, spec, model, tokenizer)
+
+
+def _local_backend(config: TrainConfig, spec: WorkerSpec, model: Any, tokenizer: Any) -> RolloutBackend:
+    return RolloutWorker(spec, model, tokenizer)
+
+
+def _ray_backend(config: TrainConfig, spec: WorkerSpec, model: Any, tokenizer: Any) -> RolloutBackend:
+    from veriloop.training._ray import RayBackend  # ray is imported only when chosen
+
+    return RayBackend(spec, config.pipeline, full_state(model))
+
+
+# pipeline.backend -> factory of the backend that generates with its own weights, beside a
+# trainer with ``model``; consulted by ``rollout_backend_for`` only.
+ROLLOUT_BACKENDS: Registry[BackendFactory] = Registry("rollout backend")
+ROLLOUT_BACKENDS.add("local", _local_backend)
+ROLLOUT_BACKENDS.add("ray", _ray_backend)
+
+
+def rollout_backend_for(config: TrainConfig, *, engine: HFEngine, tokenizer: Any, tools: Any) -> RolloutBackend:
+    """The backend a trainer with ``config`` samples from.
+
+    ``engine`` is the trainer's own engine (over the trainer's model), ``tokenizer`` the model's and
+    ``tools`` the trainer's sandbox tools. A backend with its own weights starts at the engine's
+    policy version.
+    """
+    spec = WorkerSpec.from_config(config)
+    pipeline = config.pipeline
+    if pipeline.mode == "sync" and pipeline.backend == "local":  # nothing generates beside the trainer
+        return SharedBackend(engine, spec, tools)
+    backend = ROLLOUT_BACKENDS.get(pipeline.backend)(config, spec, engine.model, tokenizer)
+    backend.set_weights(engine.policy_version, None)
+    return backend

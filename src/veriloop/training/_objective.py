@@ -1,0 +1,75 @@
+"""The RL objective: what the trainer minimises on each micro-batch, and the inputs it needs.
+
+    loss = clipped policy loss  (+ beta * KL to the reference, when algorithm.kl_mode = loss)
+                                (- entropy_coef * entropy, when entropy_coef > 0)
+
+each term aggregated over the completion tokens by ``algorithm.aggregation``. The math itself
+lives in ``veriloop.algorithms`` (``policy_loss``, ``kl_penalty``); this module only adds it up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from veriloop.algorithms import AGGREGATIONS, kl_penalty, policy_loss
+from veriloop.training._batch import TokenBatch
+from veriloop.training._config import AlgorithmSection
+
+
+@dataclasses.dataclass(frozen=True)
+class LossInputs:
+    """Everything the objective needs about one batch besides the current policy's log-probs.
+
+    Tensors are on the CPU, row ``i`` of each belonging to sequence ``i`` of ``batch``.
+    """
+
+    batch: TokenBatch
+    old_logprobs: torch.Tensor  # (B, C) the ratio's denominator: sampler's or recomputed log-probs
+    advantages: torch.Tensor  # (B,)
+    reference_logprobs: torch.Tensor | None = None  # (B, C) under the reference policy (KL in the loss)
+    importance_weights: torch.Tensor | None = None  # (B, C) truncated IS weights of stale tokens (decoupled)
+    stale: bool = False  # sampled by an older policy than the trainer's (asynchronous pipeline)
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    def select(self, rows: slice) -> LossInputs:
+        """The same inputs for the sequences ``rows`` only (a micro-batch)."""
+        return LossInputs(
+            self.batch.select(rows), self.old_logprobs[rows], self.advantages[rows],
+            None if self.reference_logprobs is None else self.reference_logprobs[rows],
+            None if self.importance_weights is None else self.importance_weights[rows],
+            self.stale,
+        )
+
+
+def objective(logprobs: torch.Tensor, entropy: torch.Tensor | None, inputs: LossInputs, algo: AlgorithmSection,
+              dual_clip: float | None) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of one micro-batch (a scalar with grad) and its statistics (``policy_loss``,
+    ``kl``, ``entropy`` and those of ``policy_loss``).
+
+    ``logprobs`` (B, C): the current policy's, with grad; ``entropy`` (B, C), or None to leave the
+    entropy bonus out; ``dual_clip``: the cap of the ratio for negative advantages in force for
+    this batch (``algo.dual_clip``, or lower for stale samples).
+    """
+    aggregate = AGGREGATIONS.get(algo.aggregation)
+    device = logprobs.device
+    mask = inputs.batch.loss_mask.to(device)  # (B, C) 1 on the tokens the model generated
+    importance = None if inputs.importance_weights is None else inputs.importance_weights.to(device)
+    loss, stats = policy_loss(
+        logprobs, inputs.old_logprobs.to(device), inputs.advantages.to(device), mask,
+        clip_low=algo.clip_low, clip_high=algo.clip_high, aggregation=algo.aggregation, dual_clip=dual_clip,
+        importance_weights=importance,
+    )
+    stats["policy_loss"] = float(loss.detach())
+    if inputs.reference_logprobs is not None and algo.kl_mode == "loss":
+        kl = aggregate(kl_penalty(logprobs, inputs.reference_logprobs.to(device), algo.kl_estimator), mask)
+        loss = loss + algo.beta * kl
+        stats["kl"] = float(kl.detach())
+    if entropy is not None:
+        entropy_mean = aggregate(entropy, mask)
+        loss = loss - algo.entropy_coef * entropy_mean
+        stats["entropy"] = float(entropy_mean.detach())
+    return loss, stats
