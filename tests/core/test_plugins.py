@@ -93,3 +93,20 @@ def test_file_paths_resolve_against_the_given_base(tmp_path):
     assert resolve_plugin("some.module") == "some.module"
     with pytest.raises(UserError, match="no such file"):
         resolve_plugin("missing.py", base=tmp_path)
+
+
+def test_check_processes_load_the_parents_plugins(tmp_path):
+    """A check that lives in a plugin file (not importable by name) runs in the killable check pool."""
+    (tmp_path / "slow_checks.py").write_text("def double(request):\n    return 2 * request\n")
+    code = (
+        "import sys; from veriloop.core import load_plugins;"
+        "from veriloop.verifiers.answers._check_pool import CheckPool;"
+        f"load_plugins([{str(tmp_path / 'slow_checks.py')!r}]); pool = CheckPool('slow_checks:double', size=1);"
+        "print(pool.call(21, timeout_s=60)); pool.close()"
+    )
+    environment = {k: v for k, v in os.environ.items() if k != "VERILOOP_PLUGINS"}
+    # From another directory: the check process (python -m, which puts its cwd on sys.path) could
+    # not import the plugin by name.
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", env=environment, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["42"]

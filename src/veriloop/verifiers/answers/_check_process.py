@@ -4,7 +4,8 @@
 Protocol: after importing MODULE the process writes ``{"ready": true}``; then for each JSON
 line on stdin it writes ``{"ok": true, "value": ...}`` or ``{"ok": false, "error": "..."}``.
 It exits on end of input, and the kernel kills it when the thread that started it ends, so a
-stuck check never outlives its parent.
+stuck check never outlives its parent. Plugins the parent loaded (``VERILOOP_PLUGINS``, entry
+points) are imported first, so MODULE may be one of them or use what they register.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def main(argv: list[str]) -> int:
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     try:
+        from veriloop.core import load_plugins
+
+        load_plugins()
         module_name, _, function_name = target.partition(":")
         function = getattr(importlib.import_module(module_name), function_name)
     except Exception as exc:
