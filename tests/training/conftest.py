@@ -54,3 +54,55 @@ def config_file(tmp_path, tiny_model_dir, digit_tasks):
         return path
 
     return write
+
+
+PLUGIN_SOURCE = '''"""A verifier kind and an advantage estimator from outside the package."""
+import os
+
+from veriloop.algorithms import ADVANTAGE_ESTIMATORS
+from veriloop.verifiers import Verdict, VerifierConfig, register_verifier
+
+
+class HasDigit(VerifierConfig):
+    digits: str = "0123456789"
+
+
+@register_verifier("has_digit_plugin", HasDigit)
+def check(config, task, text):
+    found = any(character in text for character in config.digits)
+    return Verdict(reward=float(found), passed=found, detail=f"has_digit_plugin in process {os.getpid()}")
+
+
+@ADVANTAGE_ESTIMATORS.register("centred_plugin")
+def centred(rewards, group_size, eps=1e-6):
+    grouped = rewards.view(-1, group_size)
+    return (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
+'''
+
+
+@pytest.fixture
+def plugin_config(tmp_path, tiny_model_dir):
+    """A config directory whose tasks use a verifier kind that only its plugin file registers."""
+    import yaml
+
+    from veriloop.core import write_jsonl
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "my_kinds.py").write_text(PLUGIN_SOURCE)
+    tasks = [Task(id=f"p{i}", domain="format", prompt=f"Write a digit, {i}.", verifier={"kind": "has_digit_plugin"})
+             for i in range(8)]
+    write_jsonl(project / "tasks.jsonl", tasks)
+    data = {
+        "plugins": ["my_kinds.py"],  # relative to the config file, not to where the command runs
+        "model": {"path": str(tiny_model_dir)},
+        "data": {"train": str(project / "tasks.jsonl")},
+        "rollout": {"prompts_per_step": 2, "group_size": 4, "max_tokens": 8},
+        "algorithm": {"advantage": "centred_plugin"},
+        "optim": {"lr": 2e-3, "warmup_steps": 1},
+        "run": {"steps": 2, "checkpoint_every": 0, "loggers": ["jsonl"], "progress": False},
+    }
+    path = project / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+

@@ -316,3 +316,17 @@ def test_training_with_ray_rollouts_matches_local_training(ray_cluster, tiny_mod
         assert rewards == local_rewards, name
         for key, value in local_weights.items():
             assert torch.allclose(weights[key], value, rtol=1e-4, atol=1e-6), (name, key)
+
+
+def test_a_plugin_kind_reaches_the_ray_actors(ray_cluster, plugin_config, tmp_path, monkeypatch):
+    """The actors were started before the plugin existed: only the worker spec tells them to load it."""
+    monkeypatch.setenv("VERILOOP_PLUGINS", "")  # what this test loads is not passed on to later tests
+    out = tmp_path / "run"
+    config = load_config(plugin_config, [f"run.out={out}", "pipeline.backend=ray", f"pipeline.ray_address={ray_cluster.address}",
+                                         "pipeline.workers=2", "pipeline.torch_threads=1"])
+    RLTrainer(config).train()
+    scores = [t.score for t in TrajectoryStore(out / "trajectories")]
+    assert len(scores) >= 2 * 4 and all(s.status == "scored" for s in scores)
+    processes = {s.detail.rpartition(" ")[2] for s in scores}
+    assert all(s.detail.startswith("has_digit_plugin in process") for s in scores)
+    assert str(os.getpid()) not in processes  # verified inside the actors, not here

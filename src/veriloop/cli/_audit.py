@@ -28,6 +28,7 @@ def audit(
     repeats: int = typer.Option(2, "--repeats", min=1, max=20, help="runs of each gold answer (flakiness check)"),
     per_kind: int = typer.Option(25, "--per-kind", min=1, help="tasks sampled per verifier kind"),
     workers: int = typer.Option(2, "--workers", min=1, max=256, help="sandboxed processes run at once"),
+    plugins: list[str] = typer.Option([], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"),
 ) -> int:
     """Red-team the task set's verifiers with a library of reward hacks and mutated gold answers.
 
@@ -43,8 +44,10 @@ def audit(
 
     from veriloop.cli._verify import start_sandbox_early
 
+    from veriloop.core import atomic_write, load_plugins
+
+    load_plugins(plugins)
     finish_sandbox = start_sandbox_early(workers)
-    from veriloop.core import atomic_write
     from veriloop.tasks import load_tasks
     from veriloop.verifiers import audit_tasks
 

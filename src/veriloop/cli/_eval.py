@@ -22,6 +22,7 @@ def eval_(
     chunk_size: int = typer.Option(16, "--chunk-size", min=1, help="tasks per resumable part file"),
     device: str = typer.Option("cpu", "--device", help="device for a local model (cpu, cuda, cuda:1)"),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable holding the endpoint's key"),
+    plugins: list[str] = typer.Option([], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"),
 ) -> int:
     """Evaluate a model on task sets; writes OUT/summary.json and OUT/samples.parquet.
 
@@ -33,7 +34,10 @@ def eval_(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from veriloop.core import load_plugins
     from veriloop.evaluation import run_eval
+
+    load_plugins(plugins)
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     columns = [TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]

@@ -12,6 +12,7 @@ app = typer.Typer(help="Check, import and generate task sets.", no_args_is_help=
 @app.command("validate")
 def validate(
     file: Path = typer.Argument(..., help="task set (.jsonl or .parquet)"),
+    plugins: list[str] = typer.Option([], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"),
 ) -> int:
     """Check every task: JSON, required fields, unique ids, known verifier kinds and their fields,
     and that every gold answer passes its own verifier.
@@ -21,7 +22,10 @@ def validate(
     from rich.console import Console
     from rich.table import Table
 
+    from veriloop.core import load_plugins
     from veriloop.tasks import check_task_file
+
+    load_plugins(plugins)
 
     result = check_task_file(file, gold=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)

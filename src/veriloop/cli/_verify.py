@@ -81,6 +81,7 @@ def verify(
     responses: Path = typer.Option(..., "--responses", help="responses: rows of id, task_id, response"),
     out: Path = typer.Option(..., "--out", help="scores to write (.jsonl or .parquet), one row per response"),
     workers: int = typer.Option(2, "--workers", min=1, max=256, help="sandboxed processes run at once"),
+    plugins: list[str] = typer.Option([], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"),
 ) -> int:
     """Score every response with its task's verifier, in order, keeping each row's id.
 
@@ -93,8 +94,10 @@ def verify(
     from rich.console import Console
     from rich.progress import Progress
 
+    from veriloop.core import load_plugins, write_records
+
+    load_plugins(plugins)
     finish_sandbox = start_sandbox_early(workers)
-    from veriloop.core import write_records
     from veriloop.verifiers import verify_many
 
     pairs = _pairs(tasks, responses)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from veriloop.core import UserError, describe_validation_error
+from veriloop.core import UserError, describe_validation_error, load_plugins, resolve_plugin
 from veriloop.scheduling import ScheduleConfig
 
 
@@ -108,6 +108,8 @@ class PipelineSection(Section):
 
 
 class TrainConfig(Section):
+    plugins: list[str] = Field(default_factory=list, description="modules or .py files (relative to the config) that "
+                               "register verifier kinds, estimators, ...; imported in every process that samples or verifies")
     model: ModelSection = Field(default_factory=ModelSection)
     data: DataSection = Field(default_factory=DataSection)
     rollout: RolloutSection = Field(default_factory=RolloutSection)
@@ -116,6 +118,11 @@ class TrainConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)  # multi-domain runs (veriloop.scheduling)
     pipeline: PipelineSection = Field(default_factory=PipelineSection)
+
+    @field_validator("plugins")
+    @classmethod
+    def _resolved(cls, plugins: list[str]) -> list[str]:
+        return [resolve_plugin(p) for p in plugins]  # absolute paths: workers elsewhere load the same files
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -142,6 +149,17 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     data[section][field] = value
 
 
+def _load_config_plugins(data: dict[str, Any], base: Path | None) -> None:
+    """Import the config's plugins before validating it (they may add the names it uses); keep them resolved."""
+    plugins = data.get("plugins")
+    if plugins is None:
+        return
+    if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
+        raise UserError("plugins: expected a list of module names or .py paths, e.g. plugins: [my_kinds.py]")
+    data["plugins"] = [resolve_plugin(p, base) for p in plugins]
+    load_plugins(data["plugins"])
+
+
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (), model: type[Section] = TrainConfig) -> Any:
     """Read a YAML config and apply ``section.field=value`` overrides (values parsed as YAML)."""
     import yaml
@@ -164,6 +182,7 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
         if not sep:
             raise UserError(f"override {item!r}: expected SECTION.FIELD=VALUE")
         _set_dotted(data, key.strip(), yaml.safe_load(raw) if raw.strip() else "")
+    _load_config_plugins(data, Path(path).parent if path is not None else None)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

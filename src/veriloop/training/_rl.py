@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from veriloop.algorithms import compute_advantages, kl_penalty, truncated_importance_weights
-from veriloop.core import Task, Trajectory, UserError, ensure_strict_blas
+from veriloop.core import Task, Trajectory, UserError, ensure_strict_blas, load_plugins
 from veriloop.rollout import HFEngine, LeanDecoder, TrajectoryStore, rollout
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
@@ -61,6 +61,7 @@ class RLTrainer:
                  tools: Any = None):
         ensure_strict_blas()  # before the policy loads: its samples and updates must not depend on batch shapes
         self.config = config
+        load_plugins(config.plugins)  # a config built in Python has not loaded them yet
         self.out = Path(config.run.out)
         self.checkpoint_dir = self.out / "checkpoints"
         seed_everything(config.run.seed)

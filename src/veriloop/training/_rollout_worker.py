@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from veriloop.core import Task
+from veriloop.core import Task, load_plugins
 from veriloop.rollout import EpisodeConfig, HFEngine, RolloutBatch, StopConfig, rollout
 from veriloop.training._config import ModelSection, TrainConfig
 
@@ -38,6 +38,7 @@ class WorkerSpec:
     tools: tuple[str, ...]
     sandbox_workers: int
     torch_threads: int = 0
+    plugins: tuple[str, ...] = ()  # resolved plugin references, imported before anything is built
 
     @classmethod
     def from_config(cls, config: TrainConfig) -> WorkerSpec:
@@ -45,6 +46,7 @@ class WorkerSpec:
             model=config.model, episode=episode_config(config), max_batch_size=config.rollout.max_batch_size,
             concurrency=config.rollout.concurrency, tools=config.rollout.tools,
             sandbox_workers=config.pipeline.sandbox_workers, torch_threads=config.pipeline.torch_threads,
+            plugins=tuple(config.plugins),
         )
 
 
@@ -79,6 +81,7 @@ class RolloutWorker:
     receives_weights = True  # its weights are its own: the trainer sends them after each update
 
     def __init__(self, spec: WorkerSpec, model: Any = None, tokenizer: Any = None):
+        load_plugins(spec.plugins)  # a Ray actor starts with none of the trainer's modules
         if spec.torch_threads:
             torch.set_num_threads(spec.torch_threads)
         if model is None:
