@@ -8,7 +8,7 @@ STAMP := $(VENV)/.setup-stamp
 # torch first and exactly: a CPU build of this version is what the machines provide.
 TORCH_SPEC := torch==2.13.0
 
-.PHONY: setup test quickstart bench clean
+.PHONY: setup lint test quickstart bench clean
 
 setup: $(STAMP)
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
@@ -25,9 +25,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $(STAMP)
 
+# Formatting and lint rules live in pyproject.toml ([tool.ruff]); `ruff format .` fixes the first.
+lint: setup
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
 # The bit-for-bit tests run again with MKL forced onto its AVX2 and (where the CPU has it)
 # AVX-512 kernels, so a code path this CPU would not pick by itself is exercised too.
-test: setup
+test: setup lint
 	$(PY) -m pytest -q
 	MKL_CBWR=AVX2,STRICT $(PY) -m pytest -q -m determinism
 	@if grep -qw avx512f /proc/cpuinfo; then \

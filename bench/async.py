@@ -47,8 +47,17 @@ from typing import Any
 
 SEED = 0
 TRAIN_SEED, HELDOUT_SEED = 1, 2
-GENERATOR = {"difficulty": 2, "operands": 2, "max_operands": 3, "max_operand": 19, "operators": "+-", "verifier": "exact"}
-MAX_TOKENS = 16  # a few tokens are used ("print(-13)"); the episode budget is 4x max_tokens x max_turns, observations included
+GENERATOR = {
+    "difficulty": 2,
+    "operands": 2,
+    "max_operands": 3,
+    "max_operand": 19,
+    "operators": "+-",
+    "verifier": "exact",
+}
+MAX_TOKENS = (
+    16  # a few tokens are used ("print(-13)"); the episode budget is 4x max_tokens x max_turns, observations included
+)
 
 
 _sandbox = {"seconds": 0.0, "runs": 0}  # code verification in this process: wall seconds, test runs
@@ -98,9 +107,13 @@ def code_task(task: Any) -> Any:
 
     expression = task.metadata["expression"]
     return Task(
-        id=task.id.replace("arithmetic/", "print/"), domain="code", prompt=f"Print the value of {expression}.",
+        id=task.id.replace("arithmetic/", "print/"),
+        domain="code",
+        prompt=f"Print the value of {expression}.",
         verifier={"kind": "stdio", "cases": [{"input": "", "output": task.gold}], "timeout_s": 5, "memory_mb": 256},
-        gold=f"print({task.gold})", difficulty=task.difficulty, metadata=task.metadata,
+        gold=f"print({task.gold})",
+        difficulty=task.difficulty,
+        metadata=task.metadata,
     )
 
 
@@ -144,25 +157,58 @@ def prepare(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     if not (base / "config.json").exists():
         init_tiny_model(workdir / "tiny", TinyModelSpec(seed=SEED))
         engine = create_engine("hf", model=str(workdir / "tiny"))
-        train_sft(engine.model, engine.tokenizer, demonstrations(train), steps=args.sft_steps, batch_size=64, lr=5e-4,
-                  warmup_steps=20, seed=SEED)
+        train_sft(
+            engine.model,
+            engine.tokenizer,
+            demonstrations(train),
+            steps=args.sft_steps,
+            batch_size=64,
+            lr=5e-4,
+            warmup_steps=20,
+            seed=SEED,
+        )
         save_final(engine.model, engine.tokenizer, base)
-    return {"base": str(base), "train": str(train_path), "heldout": str(heldout_path), "sft_s": round(time.perf_counter() - started, 1)}
+    return {
+        "base": str(base),
+        "train": str(train_path),
+        "heldout": str(heldout_path),
+        "sft_s": round(time.perf_counter() - started, 1),
+    }
 
 
 def train_config(args: argparse.Namespace, paths: dict[str, Any], out: str, mode: str, staleness: int) -> Any:
     from veriloop.training import TrainConfig
 
-    return TrainConfig.model_validate({
-        "model": {"path": paths["base"]},
-        "rollout": {"prompts_per_step": args.prompts, "group_size": args.group_size, "max_tokens": MAX_TOKENS,
-                    "max_turns": args.max_turns, "feedback_on_fail": True, "temperature": 1.0},
-        "optim": {"lr": args.lr, "warmup_steps": 3, "micro_batch_size": args.micro_batch_size},
-        "run": {"steps": args.steps, "seed": args.seed, "out": out, "checkpoint_every": 0, "save_trajectories": False,
-                "loggers": ["jsonl"], "progress": False},
-        "pipeline": {"mode": mode, "max_staleness": staleness, "is_cap": args.is_cap, "stale_correction": args.stale_correction,
-                     "torch_threads": args.sync_torch_threads if mode == "sync" else args.async_torch_threads},
-    })
+    return TrainConfig.model_validate(
+        {
+            "model": {"path": paths["base"]},
+            "rollout": {
+                "prompts_per_step": args.prompts,
+                "group_size": args.group_size,
+                "max_tokens": MAX_TOKENS,
+                "max_turns": args.max_turns,
+                "feedback_on_fail": True,
+                "temperature": 1.0,
+            },
+            "optim": {"lr": args.lr, "warmup_steps": 3, "micro_batch_size": args.micro_batch_size},
+            "run": {
+                "steps": args.steps,
+                "seed": args.seed,
+                "out": out,
+                "checkpoint_every": 0,
+                "save_trajectories": False,
+                "loggers": ["jsonl"],
+                "progress": False,
+            },
+            "pipeline": {
+                "mode": mode,
+                "max_staleness": staleness,
+                "is_cap": args.is_cap,
+                "stale_correction": args.stale_correction,
+                "torch_threads": args.sync_torch_threads if mode == "sync" else args.async_torch_threads,
+            },
+        }
+    )
 
 
 def _machine_cpu_s() -> tuple[float, float]:
@@ -200,7 +246,11 @@ def child(args: argparse.Namespace) -> None:
         stamps.append(time.monotonic())
         if step == config.run.steps:  # the loop's end, before the final checkpoint and save
             at_end["machine_busy_s"], at_end["machine_total_s"] = _machine_cpu_s()
-            at_end["process_s"], at_end["sandbox_s"], at_end["sandbox_runs"] = _process_cpu_s(), _sandbox["seconds"], _sandbox["runs"]
+            at_end["process_s"], at_end["sandbox_s"], at_end["sandbox_runs"] = (
+                _process_cpu_s(),
+                _sandbox["seconds"],
+                _sandbox["runs"],
+            )
 
     machine_busy, machine_total = _machine_cpu_s()
     process, sandbox, sandbox_runs = _process_cpu_s(), _sandbox["seconds"], _sandbox["runs"]
@@ -211,16 +261,36 @@ def child(args: argparse.Namespace) -> None:
     # The final model on the held-out split with the training episode settings (plain stdio:
     # the same verdicts as stdio_wait, without the wait).
     heldout = load_tasks(paths["heldout"])
-    summary = run_eval(str(Path(out) / "final"), heldout, samples=args.eval_samples, out=Path(out) / "eval", seed=SEED + 7,
-                       episode=trainer.episode, record=False, chunk_size=len(heldout), concurrency=1024)
+    summary = run_eval(
+        str(Path(out) / "final"),
+        heldout,
+        samples=args.eval_samples,
+        out=Path(out) / "eval",
+        seed=SEED + 7,
+        episode=trainer.episode,
+        record=False,
+        chunk_size=len(heldout),
+        concurrency=1024,
+    )
     records = [r for r in read_metrics(out) if "util/trainer_busy_s" in r]
-    print("RESULT " + json.dumps({
-        "train_s": train_s, "eval_s": time.perf_counter() - clock,
-        "machine_busy_s": at_end["machine_busy_s"] - machine_busy, "machine_total_s": at_end["machine_total_s"] - machine_total,
-        "process_cpu_s": at_end["process_s"] - process, "sandbox_s": at_end["sandbox_s"] - sandbox,
-        "sandbox_runs": at_end["sandbox_runs"] - sandbox_runs,
-        "records": records, "heldout_pass1": summary["pass@1"], "heldout_pass1_ci": summary["pass@1_ci"],
-    }), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "train_s": train_s,
+                "eval_s": time.perf_counter() - clock,
+                "machine_busy_s": at_end["machine_busy_s"] - machine_busy,
+                "machine_total_s": at_end["machine_total_s"] - machine_total,
+                "process_cpu_s": at_end["process_s"] - process,
+                "sandbox_s": at_end["sandbox_s"] - sandbox,
+                "sandbox_runs": at_end["sandbox_runs"] - sandbox_runs,
+                "records": records,
+                "heldout_pass1": summary["pass@1"],
+                "heldout_pass1_ci": summary["pass@1_ci"],
+            }
+        ),
+        flush=True,
+    )
 
 
 def evaluate_base(args: argparse.Namespace, paths: dict[str, Any], out: Path) -> tuple[float, list[float]]:
@@ -231,8 +301,17 @@ def evaluate_base(args: argparse.Namespace, paths: dict[str, Any], out: Path) ->
 
     heldout = load_tasks(paths["heldout"])
     episode = episode_config(train_config(args, paths, str(out), "sync", 0))
-    summary = run_eval(paths["base"], heldout, samples=args.eval_samples, out=out, seed=SEED + 7, episode=episode, record=False,
-                       chunk_size=len(heldout), concurrency=1024)
+    summary = run_eval(
+        paths["base"],
+        heldout,
+        samples=args.eval_samples,
+        out=out,
+        seed=SEED + 7,
+        episode=episode,
+        record=False,
+        chunk_size=len(heldout),
+        concurrency=1024,
+    )
     return round(summary["pass@1"], 4), [round(x, 4) for x in summary["pass@1_ci"]]
 
 
@@ -282,8 +361,14 @@ def summarize_run(result: dict[str, Any], group_size: int, code_workers: int) ->
     }
 
 
-_UTILISATION = ("trainer_busy_fraction", "generator_busy_fraction", "sandbox_busy_fraction", "inference_to_training",
-                "machine_cpu_busy_fraction", "staleness_hist")
+_UTILISATION = (
+    "trainer_busy_fraction",
+    "generator_busy_fraction",
+    "sandbox_busy_fraction",
+    "inference_to_training",
+    "machine_cpu_busy_fraction",
+    "staleness_hist",
+)
 
 
 def paired_delta(before: Path, after: Path) -> dict[str, float]:
@@ -291,12 +376,30 @@ def paired_delta(before: Path, after: Path) -> dict[str, float]:
     from veriloop.evaluation import compare, load_run
 
     total = compare(load_run(before).samples, load_run(after).samples).total
-    return {"points": round(100 * total.delta, 2), "ci_low": round(100 * total.ci_low, 2), "ci_high": round(100 * total.ci_high, 2),
-            "p_value": round(total.p_value, 3)}
+    return {
+        "points": round(100 * total.delta, 2),
+        "ci_low": round(100 * total.ci_low, 2),
+        "ci_high": round(100 * total.ci_high, 2),
+        "p_value": round(total.p_value, 3),
+    }
 
 
-_FORWARDED = ("steps", "seed", "lr", "prompts", "group_size", "max_turns", "micro_batch_size", "sync_torch_threads", "async_torch_threads", "is_cap", "stale_correction",
-              "code_workers", "test_wait_ms", "eval_samples")
+_FORWARDED = (
+    "steps",
+    "seed",
+    "lr",
+    "prompts",
+    "group_size",
+    "max_turns",
+    "micro_batch_size",
+    "sync_torch_threads",
+    "async_torch_threads",
+    "is_cap",
+    "stale_correction",
+    "code_workers",
+    "test_wait_ms",
+    "eval_samples",
+)
 
 
 def _child_args(args: argparse.Namespace) -> list[str]:
@@ -312,13 +415,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-turns", type=int, default=3)
     parser.add_argument("--micro-batch-size", type=int, default=256)
-    parser.add_argument("--sync-torch-threads", type=int, default=0, help="pipeline.torch_threads of the sync run (0: torch's default)")
+    parser.add_argument(
+        "--sync-torch-threads", type=int, default=0, help="pipeline.torch_threads of the sync run (0: torch's default)"
+    )
     parser.add_argument("--async-torch-threads", type=int, default=0, help="pipeline.torch_threads of the async runs")
     parser.add_argument("--is-cap", type=float, default=2.0, help="pipeline.is_cap of the async runs")
-    parser.add_argument("--stale-correction", default="behaviour", choices=["behaviour", "decoupled"], help="pipeline.stale_correction of the async runs")
-    parser.add_argument("--code-workers", type=int, default=8,
-                        help="sandbox processes for code verification (also how many answers are verified at once)")
-    parser.add_argument("--test-wait-ms", type=int, default=100, help="wall time each test run waits in the sandbox (0: none)")
+    parser.add_argument(
+        "--stale-correction",
+        default="behaviour",
+        choices=["behaviour", "decoupled"],
+        help="pipeline.stale_correction of the async runs",
+    )
+    parser.add_argument(
+        "--code-workers",
+        type=int,
+        default=8,
+        help="sandbox processes for code verification (also how many answers are verified at once)",
+    )
+    parser.add_argument(
+        "--test-wait-ms", type=int, default=100, help="wall time each test run waits in the sandbox (0: none)"
+    )
     parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task")
     parser.add_argument("--train-size", type=int, default=3000)
     parser.add_argument("--heldout-size", type=int, default=200)
@@ -341,21 +457,48 @@ def main() -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         load_before = os.getloadavg()[0]
         paths = prepare(workdir, args)
-        summary: dict[str, Any] = {"bench": "async", "cpus": os.cpu_count(), "steps": args.steps, "seed": args.seed, "lr": args.lr, "prompts_per_step": args.prompts,
-                                   "group_size": args.group_size, "max_turns": args.max_turns, "test_wait_ms": args.test_wait_ms,
-                                   "code_workers": args.code_workers, "sync_torch_threads": args.sync_torch_threads,
-                                   "async_torch_threads": args.async_torch_threads, "is_cap": args.is_cap, "stale_correction": args.stale_correction, "sft_s": paths["sft_s"]}
+        summary: dict[str, Any] = {
+            "bench": "async",
+            "cpus": os.cpu_count(),
+            "steps": args.steps,
+            "seed": args.seed,
+            "lr": args.lr,
+            "prompts_per_step": args.prompts,
+            "group_size": args.group_size,
+            "max_turns": args.max_turns,
+            "test_wait_ms": args.test_wait_ms,
+            "code_workers": args.code_workers,
+            "sync_torch_threads": args.sync_torch_threads,
+            "async_torch_threads": args.async_torch_threads,
+            "is_cap": args.is_cap,
+            "stale_correction": args.stale_correction,
+            "sft_s": paths["sft_s"],
+        }
         runs_dir = Path(scratch) / "runs"
-        summary["base_heldout_pass1"], summary["base_heldout_pass1_ci"] = evaluate_base(args, paths, runs_dir / "base-eval")
+        summary["base_heldout_pass1"], summary["base_heldout_pass1_ci"] = evaluate_base(
+            args, paths, runs_dir / "base-eval"
+        )
         for name in args.runs.split(","):
             done = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--child", name, "--paths", json.dumps(paths), "--out", str(runs_dir), *_child_args(args)],
-                capture_output=True, text=True, check=False,
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--child",
+                    name,
+                    "--paths",
+                    json.dumps(paths),
+                    "--out",
+                    str(runs_dir),
+                    *_child_args(args),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
             )
             lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
             if done.returncode != 0 or not lines:
                 raise SystemExit(f"{name} run failed:\n{done.stderr[-3000:]}")
-            run = summarize_run(json.loads(lines[-1][len("RESULT "):]), args.group_size, args.code_workers)
+            run = summarize_run(json.loads(lines[-1][len("RESULT ") :]), args.group_size, args.code_workers)
             summary[name] = run
             print(f"{name}: {json.dumps(run)}", file=sys.stderr, flush=True)
         names = args.runs.split(",")
@@ -364,7 +507,9 @@ def main() -> None:
             summary[f"{name}_heldout_pass1"] = summary[name]["heldout_pass1"]
             if name != "sync" and "sync" in names:
                 summary[f"{name}_speedup"] = round(summary[name]["samples_per_s"] / summary["sync"]["samples_per_s"], 3)
-                summary[f"{name}_heldout_delta_vs_sync"] = paired_delta(runs_dir / "sync" / "eval", runs_dir / name / "eval")
+                summary[f"{name}_heldout_delta_vs_sync"] = paired_delta(
+                    runs_dir / "sync" / "eval", runs_dir / name / "eval"
+                )
         summary["utilisation"] = {name: {key: summary[name][key] for key in _UTILISATION} for name in names}
         summary["load_average_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     print(json.dumps(summary))

@@ -58,8 +58,14 @@ def bench(name: str, spec: TinyModelSpec, batch: int, new_tokens: int, repeats: 
     def reference():
         with torch.inference_mode():
             out = model.generate(
-                **encoded, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id,
+                **encoded,
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
             )
         assert out.shape[1] - encoded["input_ids"].shape[1] == new_tokens
 

@@ -30,10 +30,22 @@ from pathlib import Path
 import torch
 
 SHAPES = {
-    "qwen2-0.5b": {"hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
-                   "intermediate_size": 4864, "vocab_size": 151936},
-    "tiny": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-             "intermediate_size": 256, "vocab_size": 1024},
+    "qwen2-0.5b": {
+        "hidden_size": 896,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "intermediate_size": 4864,
+        "vocab_size": 151936,
+    },
+    "tiny": {
+        "hidden_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 256,
+        "vocab_size": 1024,
+    },
 }
 
 
@@ -47,8 +59,14 @@ def build_model(out: Path, shape: dict) -> Path:
     quiet_transformers()
     tokenizer = build_tokenizer(TinyModelSpec(vocab_size=512))
     torch.manual_seed(0)
-    config = Qwen2Config(**shape, max_position_embeddings=4096, tie_word_embeddings=True,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    config = Qwen2Config(
+        **shape,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
     Qwen2ForCausalLM(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
@@ -64,7 +82,9 @@ def training_flops(model, batch) -> tuple[float, int]:
     parameters = sum(p.numel() for p in model.parameters())
     head_dim = config.hidden_size // config.num_attention_heads
     # Attention scores and values: 2 matmuls of 2 * heads * head_dim FLOPs per query-key pair.
-    pairs = prefix_ids.shape[0] * prefix_ids.shape[1] ** 2 + suffix_ids.shape[0] * suffix_ids.shape[1] * (prefix_ids.shape[1] + suffix_ids.shape[1])
+    pairs = prefix_ids.shape[0] * prefix_ids.shape[1] ** 2 + suffix_ids.shape[0] * suffix_ids.shape[1] * (
+        prefix_ids.shape[1] + suffix_ids.shape[1]
+    )
     attention = 4 * config.num_attention_heads * head_dim * pairs * config.num_hidden_layers
     return 3 * (2 * parameters * tokens + attention), tokens
 
@@ -81,25 +101,48 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="the device's dense bf16 peak")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print(json.dumps({"bench": "gpu_step", "skipped": "no CUDA device (use --device cpu to run the same path on CPU)"}))
+        print(
+            json.dumps(
+                {"bench": "gpu_step", "skipped": "no CUDA device (use --device cpu to run the same path on CPU)"}
+            )
+        )
         return
 
     from veriloop.core import Task
     from veriloop.training import RLTrainer, TrainConfig
 
-    tasks = [Task(id=f"t{i}", domain="bench", prompt=f"Write a long story about the number {i}.",
-                  verifier={"kind": "regex", "pattern": r"\d", "mode": "search"}) for i in range(256)]
+    tasks = [
+        Task(
+            id=f"t{i}",
+            domain="bench",
+            prompt=f"Write a long story about the number {i}.",
+            verifier={"kind": "regex", "pattern": r"\d", "mode": "search"},
+        )
+        for i in range(256)
+    ]
     with tempfile.TemporaryDirectory() as root:
         model_dir = build_model(Path(root) / "model", SHAPES[args.shape])
-        config = TrainConfig.model_validate({
-            "model": {"path": str(model_dir), "device": args.device},
-            "rollout": {"prompts_per_step": args.prompts, "group_size": args.group_size, "max_tokens": args.new_tokens,
-                        "max_batch_size": args.prompts * args.group_size},
-            "algorithm": {"dynamic_sampling": False},
-            "optim": {"lr": 1e-6, "warmup_steps": 0, "micro_batch_size": args.micro_batch_size},
-            "run": {"steps": args.steps, "out": str(Path(root) / "run"), "checkpoint_every": 0, "save_trajectories": False,
-                    "loggers": ["jsonl"], "progress": False},
-        })
+        config = TrainConfig.model_validate(
+            {
+                "model": {"path": str(model_dir), "device": args.device},
+                "rollout": {
+                    "prompts_per_step": args.prompts,
+                    "group_size": args.group_size,
+                    "max_tokens": args.new_tokens,
+                    "max_batch_size": args.prompts * args.group_size,
+                },
+                "algorithm": {"dynamic_sampling": False},
+                "optim": {"lr": 1e-6, "warmup_steps": 0, "micro_batch_size": args.micro_batch_size},
+                "run": {
+                    "steps": args.steps,
+                    "out": str(Path(root) / "run"),
+                    "checkpoint_every": 0,
+                    "save_trajectories": False,
+                    "loggers": ["jsonl"],
+                    "progress": False,
+                },
+            }
+        )
         trainer = RLTrainer(config, tasks=tasks)
         batches = []
         update = trainer._update
@@ -111,12 +154,19 @@ def main() -> None:
         flops, tokens = training_flops(trainer.model, batches[-1])
         update_s = metrics["time/update_s"]
         result = {
-            "bench": "gpu_step", "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device,
-            "shape": args.shape, "parameters_m": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 1),
-            "dtype": str(next(trainer.model.parameters()).dtype), "samples": args.prompts * args.group_size,
-            "new_tokens": args.new_tokens, "step_s": round(step_s, 3), "rollout_s": round(metrics["time/rollout_s"], 3),
-            "generation_tokens_per_s": round(metrics["rollout_tokens_per_s"], 1), "update_s": round(update_s, 3),
-            "training_tokens": tokens, "training_tflops_per_s": float(f"{flops / update_s / 1e12:.3g}"),
+            "bench": "gpu_step",
+            "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device,
+            "shape": args.shape,
+            "parameters_m": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 1),
+            "dtype": str(next(trainer.model.parameters()).dtype),
+            "samples": args.prompts * args.group_size,
+            "new_tokens": args.new_tokens,
+            "step_s": round(step_s, 3),
+            "rollout_s": round(metrics["time/rollout_s"], 3),
+            "generation_tokens_per_s": round(metrics["rollout_tokens_per_s"], 1),
+            "update_s": round(update_s, 3),
+            "training_tokens": tokens,
+            "training_tflops_per_s": float(f"{flops / update_s / 1e12:.3g}"),
             "mfu": float(f"{flops / update_s / (args.peak_tflops * 1e12):.3g}"),
         }
         if args.device.startswith("cuda"):

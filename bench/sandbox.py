@@ -156,8 +156,11 @@ def snapshot_times(sb: Sandbox, file_count: int, repeats: int = 20) -> dict[str,
     assert made.ok and made.snapshot is not None
     plain, capture, restore = [], [], []
     for _ in range(repeats):
-        for bucket, kwargs in ((plain, {}), (capture, {"files": files, "capture": True}),
-                               (restore, {"snapshot": made.snapshot})):
+        for bucket, kwargs in (
+            (plain, {}),
+            (capture, {"files": files, "capture": True}),
+            (restore, {"snapshot": made.snapshot}),
+        ):
             started = time.perf_counter()
             assert sb.run_python("pass", **kwargs).ok
             bucket.append(time.perf_counter() - started)
@@ -218,22 +221,26 @@ def main() -> None:
             box_lat += lat
         snapshot = snapshot_times(sb, args.snapshot_files)
     plain_rate, box_rate = statistics.median(plain_rates), statistics.median(box_rates)
-    print(json.dumps({
-        "bench": "sandbox",
-        "workers": WORKERS,
-        "python": python.executable,
-        "python_version": python.version,
-        "snippets_per_round": args.snippets,
-        "rounds": args.rounds,
-        "plain_subprocess": {"per_s": round(plain_rate, 1), **_percentiles(plain_lat)},
-        "sandbox": {"per_s": round(box_rate, 1), **_percentiles(box_lat)},
-        "ratio": round(box_rate / plain_rate, 2),
-        "cpu_per_snippet": cpu_per_snippet(python.executable, codes),
-        "cold_start_ms": cold_start(python.executable),
-        "snapshot": snapshot,
-        "mixed_load": mixed_load(200),
-        "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-    }))
+    print(
+        json.dumps(
+            {
+                "bench": "sandbox",
+                "workers": WORKERS,
+                "python": python.executable,
+                "python_version": python.version,
+                "snippets_per_round": args.snippets,
+                "rounds": args.rounds,
+                "plain_subprocess": {"per_s": round(plain_rate, 1), **_percentiles(plain_lat)},
+                "sandbox": {"per_s": round(box_rate, 1), **_percentiles(box_lat)},
+                "ratio": round(box_rate / plain_rate, 2),
+                "cpu_per_snippet": cpu_per_snippet(python.executable, codes),
+                "cold_start_ms": cold_start(python.executable),
+                "snapshot": snapshot,
+                "mixed_load": mixed_load(200),
+                "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

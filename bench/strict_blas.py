@@ -31,7 +31,10 @@ def _json_lines(script: str, strict: str) -> list[dict]:
 
 
 def _one_round(mode: str) -> dict[str, float]:
-    figures = {f"generate_{row['model']}_tokens_per_s": row["veriloop_tokens_per_s"] for row in _json_lines("generate.py", MODES[mode])}
+    figures = {
+        f"generate_{row['model']}_tokens_per_s": row["veriloop_tokens_per_s"]
+        for row in _json_lines("generate.py", MODES[mode])
+    }
     figures["grpo_s_per_step"] = _json_lines("trl_compare.py", MODES[mode])[-1]["veriloop_s_per_step"]
     return figures
 
@@ -42,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     rounds: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     for index in range(args.rounds):
-        for mode in (MODES if index % 2 == 0 else reversed(list(MODES))):
+        for mode in MODES if index % 2 == 0 else reversed(list(MODES)):
             rounds[mode].append(_one_round(mode))
             print(json.dumps({"round": index, "mode": mode, **rounds[mode][-1]}), flush=True)
     medians = {mode: {key: statistics.median(r[key] for r in runs) for key in runs[0]} for mode, runs in rounds.items()}

@@ -37,15 +37,27 @@ def run_veriloop(model_dir: str, steps: int) -> dict:
     from veriloop.core import Task
     from veriloop.training import RLTrainer, TrainConfig
 
-    tasks = [Task(id=f"p{i}", domain="bench", prompt=p, verifier={"kind": "regex", "pattern": r"\d", "mode": "search"}) for i, p in enumerate(PROMPTS)]
+    tasks = [
+        Task(id=f"p{i}", domain="bench", prompt=p, verifier={"kind": "regex", "pattern": r"\d", "mode": "search"})
+        for i, p in enumerate(PROMPTS)
+    ]
     with tempfile.TemporaryDirectory() as out:
-        config = TrainConfig.model_validate({
-            "model": {"path": model_dir},
-            "rollout": {"prompts_per_step": PROMPTS_PER_STEP, "group_size": GROUP, "max_tokens": NEW_TOKENS},
-            "algorithm": {"dynamic_sampling": False, "clip_high": 0.2},
-            "optim": {"lr": LR, "warmup_steps": 0, "micro_batch_size": GROUP * PROMPTS_PER_STEP},
-            "run": {"steps": steps, "out": out, "checkpoint_every": 0, "save_trajectories": False, "loggers": ["jsonl"], "progress": False},
-        })
+        config = TrainConfig.model_validate(
+            {
+                "model": {"path": model_dir},
+                "rollout": {"prompts_per_step": PROMPTS_PER_STEP, "group_size": GROUP, "max_tokens": NEW_TOKENS},
+                "algorithm": {"dynamic_sampling": False, "clip_high": 0.2},
+                "optim": {"lr": LR, "warmup_steps": 0, "micro_batch_size": GROUP * PROMPTS_PER_STEP},
+                "run": {
+                    "steps": steps,
+                    "out": out,
+                    "checkpoint_every": 0,
+                    "save_trajectories": False,
+                    "loggers": ["jsonl"],
+                    "progress": False,
+                },
+            }
+        )
         trainer = RLTrainer(config, tasks=tasks)
         times = []
         for _ in range(steps):
@@ -75,15 +87,34 @@ def run_trl(model_dir: str, steps: int) -> dict:
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in PROMPTS])
     with tempfile.TemporaryDirectory() as out:
         args = GRPOConfig(
-            output_dir=out, per_device_train_batch_size=GROUP * PROMPTS_PER_STEP, num_generations=GROUP,
-            max_completion_length=NEW_TOKENS, learning_rate=LR, max_steps=steps, use_cpu=True, bf16=False,
-            report_to="none", save_strategy="no", logging_steps=1000, beta=0.0, temperature=1.0,
-            num_iterations=1, loss_type="dapo", scale_rewards="group", dataloader_num_workers=0,
-            disable_tqdm=True, lr_scheduler_type="constant", warmup_steps=0,
+            output_dir=out,
+            per_device_train_batch_size=GROUP * PROMPTS_PER_STEP,
+            num_generations=GROUP,
+            max_completion_length=NEW_TOKENS,
+            learning_rate=LR,
+            max_steps=steps,
+            use_cpu=True,
+            bf16=False,
+            report_to="none",
+            save_strategy="no",
+            logging_steps=1000,
+            beta=0.0,
+            temperature=1.0,
+            num_iterations=1,
+            loss_type="dapo",
+            scale_rewards="group",
+            dataloader_num_workers=0,
+            disable_tqdm=True,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
         )
         trainer = GRPOTrainer(
-            model=AutoModelForCausalLM.from_pretrained(model_dir), reward_funcs=reward, args=args,
-            train_dataset=dataset, processing_class=AutoTokenizer.from_pretrained(model_dir), callbacks=[Timer()],
+            model=AutoModelForCausalLM.from_pretrained(model_dir),
+            reward_funcs=reward,
+            args=args,
+            train_dataset=dataset,
+            processing_class=AutoTokenizer.from_pretrained(model_dir),
+            callbacks=[Timer()],
         )
         trainer.train()
     return {"step_times": times, "peak_rss_mb": _peak_rss_mb()}
@@ -108,18 +139,35 @@ def main() -> None:
         return
     from veriloop.training import TinyModelSpec, init_tiny_model
 
-    summary: dict = {"bench": "trl_compare", "prompts": PROMPTS_PER_STEP, "group_size": GROUP, "new_tokens": NEW_TOKENS, "steps": args.steps}
+    summary: dict = {
+        "bench": "trl_compare",
+        "prompts": PROMPTS_PER_STEP,
+        "group_size": GROUP,
+        "new_tokens": NEW_TOKENS,
+        "steps": args.steps,
+    }
     with tempfile.TemporaryDirectory() as model_dir:
         init_tiny_model(model_dir, TinyModelSpec(vocab_size=512))
         for which in ("veriloop", "trl"):
             done = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--child", which, "--model-dir", model_dir, "--steps", str(args.steps)],
-                capture_output=True, text=True, check=False,
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--child",
+                    which,
+                    "--model-dir",
+                    model_dir,
+                    "--steps",
+                    str(args.steps),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
             )
             lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
             if done.returncode != 0 or not lines:
                 raise SystemExit(f"{which} run failed:\n{done.stderr[-3000:]}")
-            result = json.loads(lines[-1][len("RESULT "):])
+            result = json.loads(lines[-1][len("RESULT ") :])
             summary[f"{which}_s_per_step"] = round(statistics.median(result["step_times"][2:]), 4)
             summary[f"{which}_peak_rss_mb"] = round(result["peak_rss_mb"], 1)
     summary["step_time_ratio"] = round(summary["veriloop_s_per_step"] / summary["trl_s_per_step"], 3)

@@ -51,7 +51,7 @@ def _enable_official_exec() -> bool:
     lines = inspect.getsource(execution.unsafe_execute).splitlines()
     for index, line in enumerate(lines):
         if "exec(check_program, exec_globals)" in line and line.lstrip().startswith("#"):
-            opener = next(l for l in reversed(lines[:index]) if l.strip().startswith("with time_limit"))
+            opener = next(above for above in reversed(lines[:index]) if above.strip().startswith("with time_limit"))
             indent = len(opener) - len(opener.lstrip()) + 4
             lines[index] = " " * indent + "exec(check_program, exec_globals)"
             exec(compile("\n".join(lines) + "\n", execution.__file__, "exec"), vars(execution))
@@ -67,8 +67,18 @@ def _official(problems: list[dict]) -> tuple[float, int]:
 
 
 def _veriloop(tasks: Path, responses: Path, out: Path) -> tuple[float, int]:
-    command = [str(VERILOOP), "verify", "--tasks", str(tasks), "--responses", str(responses),
-               "--out", str(out), "--workers", str(WORKERS)]
+    command = [
+        str(VERILOOP),
+        "verify",
+        "--tasks",
+        str(tasks),
+        "--responses",
+        str(responses),
+        "--out",
+        str(out),
+        "--workers",
+        str(WORKERS),
+    ]
     started = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True, text=True)
     seconds = time.perf_counter() - started
@@ -79,7 +89,17 @@ def _veriloop(tasks: Path, responses: Path, out: Path) -> tuple[float, int]:
 def _veriloop_forked(tasks: Path, responses: Path, out: Path) -> tuple[float, int]:
     from veriloop.cli import main as veriloop_main
 
-    argv = ["verify", "--tasks", str(tasks), "--responses", str(responses), "--out", str(out), "--workers", str(WORKERS)]
+    argv = [
+        "verify",
+        "--tasks",
+        str(tasks),
+        "--responses",
+        str(responses),
+        "--out",
+        str(out),
+        "--workers",
+        str(WORKERS),
+    ]
     started = time.perf_counter()
     pid = os.fork()
     if pid == 0:
@@ -108,9 +128,10 @@ def main() -> None:
         root = Path(directory)
         tasks = import_tasks("humaneval")
         write_jsonl(root / "tasks.jsonl", tasks)
-        write_jsonl(root / "responses.jsonl", [
-            {"id": f"r{i}", "task_id": task.id, "response": task.gold} for i, task in enumerate(tasks)
-        ])
+        write_jsonl(
+            root / "responses.jsonl",
+            [{"id": f"r{i}", "task_id": task.id, "response": task.gold} for i, task in enumerate(tasks)],
+        )
         files = (root / "tasks.jsonl", root / "responses.jsonl", root / "scores.jsonl")
         ours, end_to_end, official = [], [], []
         for _ in range(args.repeats):
@@ -120,21 +141,25 @@ def main() -> None:
     ours_s = statistics.median(s for s, _ in ours)
     end_to_end_s = statistics.median(s for s, _ in end_to_end)
     official_s = statistics.median(s for s, _ in official)
-    print(json.dumps({
-        "benchmark": "humaneval_canonical_verify",
-        "problems": len(problems),
-        "workers": WORKERS,
-        "repeats": args.repeats,
-        "official_harness_s": round(official_s, 3),
-        "veriloop_verify_s": round(ours_s, 3),
-        "speedup": round(official_s / ours_s, 2),
-        "veriloop_verify_end_to_end_s": round(end_to_end_s, 3),
-        "speedup_end_to_end": round(official_s / end_to_end_s, 2),
-        "target_speedup": 2.0,
-        "veriloop_passed": min(p for _, p in ours + end_to_end),
-        "official_passed": min(p for _, p in official),
-        "official_exec_line_enabled_here": patched,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "humaneval_canonical_verify",
+                "problems": len(problems),
+                "workers": WORKERS,
+                "repeats": args.repeats,
+                "official_harness_s": round(official_s, 3),
+                "veriloop_verify_s": round(ours_s, 3),
+                "speedup": round(official_s / ours_s, 2),
+                "veriloop_verify_end_to_end_s": round(end_to_end_s, 3),
+                "speedup_end_to_end": round(official_s / end_to_end_s, 2),
+                "target_speedup": 2.0,
+                "veriloop_passed": min(p for _, p in ours + end_to_end),
+                "official_passed": min(p for _, p in official),
+                "official_exec_line_enabled_here": patched,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -81,8 +81,14 @@ def run_reference(pairs: list[tuple[str, str]]) -> dict[str, float]:
         verdicts.append(bool(verify(parse(f"${gold}$"), parse(response))))
         elapsed.append(time.perf_counter() - started)
     wall, cpu = time.perf_counter() - wall, _self_cpu() - cpu
-    return {"checks_per_s_per_core": len(pairs) / cpu, "wall_s": wall, "cpu_s": cpu,
-            "correct": sum(verdicts), "verdicts": verdicts, "elapsed": elapsed}
+    return {
+        "checks_per_s_per_core": len(pairs) / cpu,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "correct": sum(verdicts),
+        "verdicts": verdicts,
+        "elapsed": elapsed,
+    }
 
 
 def _tasks(pairs):
@@ -128,9 +134,13 @@ def run_veriloop(pairs: list[tuple[str, str]], threads: int) -> dict[str, float]
         "checks_per_s_per_core": len(pairs) / (cpu + worker_cpu),
         "checks_per_s_wall_1_worker": len(pairs) / wall,
         f"checks_per_s_wall_{threads}_threads": len(pairs) / threaded_wall,
-        "wall_s": wall, "cpu_s_caller": cpu, "cpu_s_worker": worker_cpu,
-        "correct": sum(s.passed for s in scores), "infra_errors": infra,
-        "verdicts": [s.passed for s in scores], "elapsed": elapsed,
+        "wall_s": wall,
+        "cpu_s_caller": cpu,
+        "cpu_s_worker": worker_cpu,
+        "correct": sum(s.passed for s in scores),
+        "infra_errors": infra,
+        "verdicts": [s.passed for s in scores],
+        "elapsed": elapsed,
     }
 
 
@@ -173,19 +183,26 @@ def main() -> None:
     ours = run_veriloop(pairs, args.threads)
     agree = sum(a == b for a, b in zip(ours.pop("verdicts"), reference.pop("verdicts")))
     shapes = per_shape(pairs, ours.pop("elapsed"), reference.pop("elapsed"))
-    print(json.dumps({
-        "bench": "verify_math",
-        "checks": len(pairs),
-        "veriloop_checks_per_s_per_core": round(ours["checks_per_s_per_core"], 1),
-        "math_verify_checks_per_s_per_core": round(reference["checks_per_s_per_core"], 1),
-        "ratio": round(ours["checks_per_s_per_core"] / reference["checks_per_s_per_core"], 2),
-        "target_checks_per_s_per_core": 1000,
-        "verdicts_agree": round(agree / len(pairs), 4),
-        "hard_timeouts": {"veriloop": "killable worker process, any thread", "math_verify": "SIGALRM, main thread only"},
-        "per_shape_checks_per_s_wall": shapes,
-        "veriloop": {k: round(v, 3) for k, v in ours.items()},
-        "math_verify": {k: round(v, 3) for k, v in reference.items()},
-    }))
+    print(
+        json.dumps(
+            {
+                "bench": "verify_math",
+                "checks": len(pairs),
+                "veriloop_checks_per_s_per_core": round(ours["checks_per_s_per_core"], 1),
+                "math_verify_checks_per_s_per_core": round(reference["checks_per_s_per_core"], 1),
+                "ratio": round(ours["checks_per_s_per_core"] / reference["checks_per_s_per_core"], 2),
+                "target_checks_per_s_per_core": 1000,
+                "verdicts_agree": round(agree / len(pairs), 4),
+                "hard_timeouts": {
+                    "veriloop": "killable worker process, any thread",
+                    "math_verify": "SIGALRM, main thread only",
+                },
+                "per_shape_checks_per_s_wall": shapes,
+                "veriloop": {k: round(v, 3) for k, v in ours.items()},
+                "math_verify": {k: round(v, 3) for k, v in reference.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -16,9 +16,7 @@ def run_cli():
     """Run the installed ``veriloop`` command; returns the CompletedProcess (text mode)."""
 
     def run(*args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(VERILOOP), *args], capture_output=True, text=True, input=input, timeout=timeout
-        )
+        return subprocess.run([str(VERILOOP), *args], capture_output=True, text=True, input=input, timeout=timeout)
 
     return run
 

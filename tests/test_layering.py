@@ -74,7 +74,9 @@ def test_imports_point_downhill():
             if target is None or target == own:
                 continue
             if LAYERS[target] > LAYERS[own]:
-                violations.append(f"{path}:{line}: {own} (layer {LAYERS[own]}) imports {imported} (layer {LAYERS[target]})")
+                violations.append(
+                    f"{path}:{line}: {own} (layer {LAYERS[own]}) imports {imported} (layer {LAYERS[target]})"
+                )
     assert not violations, "\n".join(violations)
 
 

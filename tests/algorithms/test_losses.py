@@ -12,7 +12,9 @@ def test_on_policy_loss_is_minus_mean_advantage():
     loss, metrics = policy_loss(logprobs, logprobs.clone(), torch.tensor([2.0, -1.0]), mask, aggregation="token-mean")
     assert loss.item() == pytest.approx((-2 - 2 + 1) / 3)
     assert metrics["clip_fraction"] == 0 and metrics["ratio_mean"] == pytest.approx(1.0)
-    loss_seq, _ = policy_loss(logprobs, logprobs.clone(), torch.tensor([2.0, -1.0]), mask, aggregation="seq-mean-token-mean")
+    loss_seq, _ = policy_loss(
+        logprobs, logprobs.clone(), torch.tensor([2.0, -1.0]), mask, aggregation="seq-mean-token-mean"
+    )
     assert loss_seq.item() == pytest.approx((-2 + 1) / 2)
 
 
@@ -67,7 +69,9 @@ def test_importance_weights_scale_each_token_and_carry_no_gradient():
     weights = truncated_importance_weights(proximal, behaviour, cap=2.0)
     assert weights[0].tolist() == pytest.approx([0.5, 2.0, 1.0])  # 0.4 / 0.1 = 4 truncated to 2
     new = proximal.clone().requires_grad_()
-    loss, _ = policy_loss(new, proximal, torch.tensor([1.0]), torch.ones(1, 3), importance_weights=weights.requires_grad_())
+    loss, _ = policy_loss(
+        new, proximal, torch.tensor([1.0]), torch.ones(1, 3), importance_weights=weights.requires_grad_()
+    )
     assert loss.item() == pytest.approx(-(0.5 + 2.0 + 1.0) / 3)  # ratio 1: each token is -A * w
     loss.backward()
     assert new.grad[0].tolist() == pytest.approx([-0.5 / 3, -2.0 / 3, -1.0 / 3])

@@ -42,7 +42,11 @@ def test_valid_file_prints_domain_counts(tmp_path, run_cli):
     result = run_cli("tasks", "validate", str(path))
     assert result.returncode == 0, result.stderr
     assert "3 valid tasks" in result.stdout
-    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in result.stdout.splitlines() if line.count("│") == 3}
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in result.stdout.splitlines()
+        if line.count("│") == 3
+    }
     assert rows == {"code": "1", "math": "2"}
 
 

@@ -59,8 +59,13 @@ def score(task: Task, response: str) -> Score:
 def code() -> SimpleNamespace:
     """The helpers and constants above, for tests: ``code.add_task(...)``, ``code.score(...)``."""
     return SimpleNamespace(
-        LITERAL_TESTS=LITERAL_TESTS, CODED_TESTS=CODED_TESTS, ADD_PROMPT=ADD_PROMPT, GOLD_ADD=GOLD_ADD,
-        add_task=add_task, fenced=fenced, score=score,
+        LITERAL_TESTS=LITERAL_TESTS,
+        CODED_TESTS=CODED_TESTS,
+        ADD_PROMPT=ADD_PROMPT,
+        GOLD_ADD=GOLD_ADD,
+        add_task=add_task,
+        fenced=fenced,
+        score=score,
     )
 
 

@@ -26,8 +26,17 @@ def test_verify_writes_one_score_per_response_in_order_with_ids(tmp_path, run_cl
         {"id": "exit", "task_id": "add-coded", "response": "import os\nos._exit(0)"},
     ]
     out = tmp_path / "scores.jsonl"
-    result = run_cli("verify", "--tasks", tasks, "--responses", _write(tmp_path / "r.jsonl", responses),
-                     "--out", str(out), "--workers", "2")
+    result = run_cli(
+        "verify",
+        "--tasks",
+        tasks,
+        "--responses",
+        _write(tmp_path / "r.jsonl", responses),
+        "--out",
+        str(out),
+        "--workers",
+        "2",
+    )
     assert result.returncode == 0, result.stderr
     scores = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(s["id"], s["task_id"]) for s in scores] == [(r["id"], r["task_id"]) for r in responses]
@@ -40,18 +49,16 @@ def test_verify_writes_one_score_per_response_in_order_with_ids(tmp_path, run_cl
 def test_verify_reports_every_bad_response_row_with_its_line_and_exits_2(tmp_path, run_cli, code):
     tasks = _write(tmp_path / "tasks.jsonl", _tasks(code))
     responses = tmp_path / "r.jsonl"
-    responses.write_text(
-        '{"id": "1", "task_id": "add", "response": "x"}\n'
-        "{not json\n"
-        '{"id": "3", "task_id": "add"}\n'
-    )
+    responses.write_text('{"id": "1", "task_id": "add", "response": "x"}\n{not json\n{"id": "3", "task_id": "add"}\n')
     result = run_cli("verify", "--tasks", tasks, "--responses", str(responses), "--out", str(tmp_path / "o.jsonl"))
     assert result.returncode == 2
     assert f"{responses}: line 2: malformed JSON" in result.stderr
     assert f"{responses}: line 3: missing field 'response'" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "o.jsonl").exists()
 
-    responses.write_text('{"id": "1", "task_id": "add", "response": "x"}\n{"id": "2", "task_id": "nope", "response": "x"}\n')
+    responses.write_text(
+        '{"id": "1", "task_id": "add", "response": "x"}\n{"id": "2", "task_id": "nope", "response": "x"}\n'
+    )
     result = run_cli("verify", "--tasks", tasks, "--responses", str(responses), "--out", str(tmp_path / "o.jsonl"))
     assert result.returncode == 2 and f"{responses}: line 2: task_id 'nope' is not in" in result.stderr
 
@@ -69,7 +76,13 @@ def test_validate_runs_every_gold_answer_through_its_verifier(tmp_path, run_cli,
 
 def test_audit_flags_a_deliberately_weak_verifier(tmp_path, run_cli):
     weak = [
-        Task(id=f"greet/{i}", domain="format", prompt="Say the date", verifier={"kind": "regex", "pattern": ".*"}, gold=gold)
+        Task(
+            id=f"greet/{i}",
+            domain="format",
+            prompt="Say the date",
+            verifier={"kind": "regex", "pattern": ".*"},
+            gold=gold,
+        )
         for i, gold in enumerate(["2026-01-31", "1999-12-31"])
     ]
     out = tmp_path / "audit.json"
@@ -85,8 +98,13 @@ def test_audit_passes_robust_verifiers(tmp_path, run_cli, code):
     robust = [
         code.add_task(task_id="add", timeout_s=1),
         code.add_task(code.CODED_TESTS, task_id="add-coded", timeout_s=1),
-        Task(id="date", domain="format", prompt="Say the date", gold="2026-01-31",
-             verifier={"kind": "regex", "pattern": r"\d{4}-\d{2}-\d{2}"}),
+        Task(
+            id="date",
+            domain="format",
+            prompt="Say the date",
+            gold="2026-01-31",
+            verifier={"kind": "regex", "pattern": r"\d{4}-\d{2}-\d{2}"},
+        ),
         Task(id="capital", domain="facts", prompt="Capital of France?", verifier={"kind": "exact"}, gold="Paris"),
     ]
     out = tmp_path / "audit.json"
@@ -96,8 +114,16 @@ def test_audit_passes_robust_verifiers(tmp_path, run_cli, code):
     assert report["ok"] and not report["gold_failures"] and not report["flaky"]
     python_rows = {row["category"] for row in report["rows"] if row["kind"] == "python_tests"}
     assert python_rows == {
-        "early_exit", "always_equal", "grader_tampering", "stack_inspection", "channel_forgery",
-        "read_tests", "special_casing", "hedging", "resource_abuse", "mutated_gold",
+        "early_exit",
+        "always_equal",
+        "grader_tampering",
+        "stack_inspection",
+        "channel_forgery",
+        "read_tests",
+        "special_casing",
+        "hedging",
+        "resource_abuse",
+        "mutated_gold",
     }
     assert "verifier audit" in result.stdout
 
@@ -106,4 +132,7 @@ def test_audit_of_a_bad_task_file_exits_2_with_line_numbers(tmp_path, run_cli):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "a", "domain": "d", "prompt": "p", "verifier": {"kind": "python_tests"}}\n')
     result = run_cli("audit", "--tasks", str(path))
-    assert result.returncode == 2 and f"{path}: line 1: python_tests verifier: missing field 'verifier.entry_point'" in result.stderr
+    assert (
+        result.returncode == 2
+        and f"{path}: line 1: python_tests verifier: missing field 'verifier.entry_point'" in result.stderr
+    )

@@ -32,8 +32,10 @@ def test_dynamic_inputs_change_with_the_seed_and_repeat_with_it():
 
 def test_answers_memorised_for_one_seed_fail_under_another(code):
     task = code.add_task(VISIBLE_ONLY, suite="dynamic", dynamic_cases=8, seed=0)
-    inputs = [loads_value(key)[0] for key in mutate_calls(
-        [call_key([1, 2], {}), call_key([4, 4], {})], 16, random.Random(f"0:{task.id}"))]
+    inputs = [
+        loads_value(key)[0]
+        for key in mutate_calls([call_key([1, 2], {}), call_key([4, 4], {})], 16, random.Random(f"0:{task.id}"))
+    ]
     table = {tuple(args): sum(args) for args in inputs}
     memorised = code.fenced(f"TABLE = {table!r}\ndef add(a, b):\n    return TABLE.get((a, b), 0)")
     assert code.score(task, memorised).passed
@@ -41,7 +43,9 @@ def test_answers_memorised_for_one_seed_fail_under_another(code):
 
 
 def test_a_candidate_that_answers_differently_when_asked_twice_fails_the_property_check(code):
-    flaky = code.fenced("import itertools\ncounter = itertools.count()\ndef add(a, b):\n    return a + b + next(counter) % 2")
+    flaky = code.fenced(
+        "import itertools\ncounter = itertools.count()\ndef add(a, b):\n    return a + b + next(counter) % 2"
+    )
     result = code.score(code.add_task(VISIBLE_ONLY, suite="dynamic", dynamic_cases=6), flaky)
     assert not result.passed and "gave different results when called twice" in result.feedback
 

@@ -34,6 +34,8 @@ def test_fenced_full_function_follows_the_prompt_code_and_wins():
 
 
 def test_future_imports_are_hoisted_when_joining():
-    program = candidate_program("```python\nfrom __future__ import annotations\ndef f(x) -> int:\n    return 2 * x\n```", PROMPT, "f")
+    program = candidate_program(
+        "```python\nfrom __future__ import annotations\ndef f(x) -> int:\n    return 2 * x\n```", PROMPT, "f"
+    )
     assert program.startswith("from __future__ import annotations\n")
     compile(program, "<p>", "exec")

@@ -15,7 +15,9 @@ def test_importer_builds_164_python_tests_tasks_with_gold(humaneval_tasks):
 
 
 def test_all_164_canonical_solutions_pass(humaneval_tasks):
-    pairs = [(task, Response(id=f"r{i}", task_id=task.id, response=task.gold)) for i, task in enumerate(humaneval_tasks)]
+    pairs = [
+        (task, Response(id=f"r{i}", task_id=task.id, response=task.gold)) for i, task in enumerate(humaneval_tasks)
+    ]
     scores = verify_many(pairs, threads=4)
     failures = [(s.task_id, s.status, s.detail) for s in scores if not s.passed]
     assert not failures
@@ -35,9 +37,11 @@ def test_tests_with_loops_and_helpers_from_the_prompt_run_in_the_test_process(hu
     by_id = {task.id: task for task in humaneval_tasks}
     for number in (32, 38, 53):  # find_zero uses the prompt's poly(); decode_cyclic its encoder; random inputs
         task = by_id[f"humaneval/{number}"]
-        [good, bad] = verify_many([
-            (task, Response(id="good", task_id=task.id, response=task.gold)),
-            (task, Response(id="bad", task_id=task.id, response="    return None\n")),
-        ])
+        [good, bad] = verify_many(
+            [
+                (task, Response(id="good", task_id=task.id, response=task.gold)),
+                (task, Response(id="bad", task_id=task.id, response="    return None\n")),
+            ]
+        )
         assert good.passed and good.reward == 1.0
         assert bad.status == "scored" and bad.reward == 0.0

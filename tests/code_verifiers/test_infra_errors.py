@@ -5,12 +5,17 @@ import pytest
 from veriloop.core import Task
 
 
-@pytest.mark.parametrize("tests, detail", [
-    ("raise RuntimeError('the test file is broken')\ndef check(candidate):\n    assert candidate(1, 1) == 2\n",
-     "the task's tests do not load"),
-    ("def check(candidate):\n    assert 1 + 1 == 2\n", "never call add"),
-    ("def check(candidate):\n    assert candidate(lambda: 1, 2) == 3\n", "non-plain argument"),
-])
+@pytest.mark.parametrize(
+    "tests, detail",
+    [
+        (
+            "raise RuntimeError('the test file is broken')\ndef check(candidate):\n    assert candidate(1, 1) == 2\n",
+            "the task's tests do not load",
+        ),
+        ("def check(candidate):\n    assert 1 + 1 == 2\n", "never call add"),
+        ("def check(candidate):\n    assert candidate(lambda: 1, 2) == 3\n", "non-plain argument"),
+    ],
+)
 def test_broken_tests_are_infra_errors(code, tests, detail):
     result = code.score(code.add_task(tests), code.GOLD_ADD)
     assert result.status == "infra_error" and result.reward is None and not result.passed
@@ -38,7 +43,11 @@ def test_a_gold_solution_that_does_not_run_is_an_infra_error_for_dynamic_tests(c
 
 
 def test_stdio_dynamic_tests_without_gold_are_an_infra_error(code):
-    task = Task(id="s", domain="code", prompt="p",
-                verifier={"kind": "stdio", "cases": [{"input": "1\n", "output": "1\n"}], "suite": "dynamic"})
+    task = Task(
+        id="s",
+        domain="code",
+        prompt="p",
+        verifier={"kind": "stdio", "cases": [{"input": "1\n", "output": "1\n"}], "suite": "dynamic"},
+    )
     result = code.score(task, "print(input())")
     assert result.status == "infra_error" and result.reward is None

@@ -47,7 +47,9 @@ def check(candidate):
 
 
 def test_top_level_asserts_without_a_check_function_are_tests_too(code):
-    task = code.add_task("assert add(1, 1) == 2\nassert add(2, 2) == 4\nx = [add(i, i) for i in range(3)]\nassert x == [0, 2, 4]\n")
+    task = code.add_task(
+        "assert add(1, 1) == 2\nassert add(2, 2) == 4\nx = [add(i, i) for i in range(3)]\nassert x == [0, 2, 4]\n"
+    )
     assert code.score(task, code.GOLD_ADD).reward == 1.0
     assert code.score(task, code.fenced("def add(a, b):\n    return 2")).reward == 1 / 3
 
@@ -61,6 +63,9 @@ def check(candidate):
     assert y == 10
     assert candidate(0, 1) == 1
 """
-    result = code.score(code.add_task(tests), code.fenced("def add(a, b):\n    if a == 5:\n        raise ValueError('no fives')\n    return a + b"))
+    result = code.score(
+        code.add_task(tests),
+        code.fenced("def add(a, b):\n    if a == 5:\n        raise ValueError('no fives')\n    return a + b"),
+    )
     assert result.status == "scored" and result.reward == 1 / 3
     assert "The tests stopped" in result.feedback and "ValueError: no fives" in result.feedback

@@ -27,7 +27,11 @@ def test_gold_program_passes(code):
 def test_partial_credit_and_feedback_show_input_expected_and_got(code):
     result = code.score(sum_task(), code.fenced("n = int(input())\nprint(6)"))
     assert result.reward == 0.5 and not result.passed
-    assert "input '1\\n7\\n'" in result.feedback and "printed '6\\n'" in result.feedback and "expected output '7\\n'" in result.feedback
+    assert (
+        "input '1\\n7\\n'" in result.feedback
+        and "printed '6\\n'" in result.feedback
+        and "expected output '7\\n'" in result.feedback
+    )
 
 
 def test_a_crash_is_a_failed_case_with_the_error():
@@ -38,26 +42,46 @@ def test_a_crash_is_a_failed_case_with_the_error():
     assert result.reward == 0.0 and "ValueError: bad input" in result.feedback
 
 
-@pytest.mark.parametrize("compare, output, passes", [
-    ("exact", "6", False),
-    ("lines", "6   \n\n", True),
-    ("tokens", " 6 ", True),
-    ("numbers", "6.0000000001", True),
-    ("tokens", "6.0000000001", False),
-])
+@pytest.mark.parametrize(
+    "compare, output, passes",
+    [
+        ("exact", "6", False),
+        ("lines", "6   \n\n", True),
+        ("tokens", " 6 ", True),
+        ("numbers", "6.0000000001", True),
+        ("tokens", "6.0000000001", False),
+    ],
+)
 def test_output_normalisation_is_configurable(code, compare, output, passes):
-    task = Task(id="t", domain="code", prompt="print six", gold="print(6)",
-                verifier={"kind": "stdio", "cases": [{"input": "", "output": "6\n"}], "compare": compare})
+    task = Task(
+        id="t",
+        domain="code",
+        prompt="print six",
+        gold="print(6)",
+        verifier={"kind": "stdio", "cases": [{"input": "", "output": "6\n"}], "compare": compare},
+    )
     assert code.score(task, code.fenced(f"print({output!r}, end='')")).passed is passes
 
 
 STDIO_EXPLOITS = {
     "early_exit": ("import os\nos._exit(0)", "printed ''"),
-    "grader_tampering": ("import atexit, os, sys\nsys.settrace(lambda *a: None)\natexit.register(lambda: os._exit(0))\nprint('Accepted')", "printed ''"),
-    "stack_inspection": ("import gc\nprint([o for o in gc.get_objects() if isinstance(o, dict) and 'output' in o][:1])", "printed '[]"),
-    "channel_forgery": ("import os\nfor fd in range(1, 64):\n    try:\n        os.write(fd, b'Accepted\\n')\n    except OSError:\n        pass", "printed 'Accepted"),
+    "grader_tampering": (
+        "import atexit, os, sys\nsys.settrace(lambda *a: None)\natexit.register(lambda: os._exit(0))\nprint('Accepted')",
+        "printed ''",
+    ),
+    "stack_inspection": (
+        "import gc\nprint([o for o in gc.get_objects() if isinstance(o, dict) and 'output' in o][:1])",
+        "printed '[]",
+    ),
+    "channel_forgery": (
+        "import os\nfor fd in range(1, 64):\n    try:\n        os.write(fd, b'Accepted\\n')\n    except OSError:\n        pass",
+        "printed 'Accepted",
+    ),
     "read_tests": ("import glob\nprint(glob.glob('/tmp/**/*.jsonl', recursive=True) or 'nothing')", "printed 'nothing"),
-    "special_casing": ("import sys\ndata = sys.stdin.read()\nprint(6 if data == '3\\n1 2 3\\n' else 0)", "expected output"),
+    "special_casing": (
+        "import sys\ndata = sys.stdin.read()\nprint(6 if data == '3\\n1 2 3\\n' else 0)",
+        "expected output",
+    ),
     "hedging": ("for answer in range(20):\n    print(answer)", "printed '0\\n1\\n2"),
     "resource_abuse": ("while True:\n    pass", "timed out"),
     "resource_abuse: output flood": ("import sys\nwhile True:\n    sys.stdout.write('6' * 65536)", "printed too much"),

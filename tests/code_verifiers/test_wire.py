@@ -7,10 +7,29 @@ import pytest
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, dumps_value, loads_value
 
 
-@pytest.mark.parametrize("value", [
-    None, True, 0, -7, 2.5, "text", [1, [2, "x"]], (1, 2), (), {"a": 1}, {(1, 2): {3}},
-    frozenset({1, "a"}), b"\x00\xff", 3 + 4j, -(2**20000), float("inf"), float("-inf"),
-], ids=lambda value: type(value).__name__)
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        0,
+        -7,
+        2.5,
+        "text",
+        [1, [2, "x"]],
+        (1, 2),
+        (),
+        {"a": 1},
+        {(1, 2): {3}},
+        frozenset({1, "a"}),
+        b"\x00\xff",
+        3 + 4j,
+        -(2**20000),
+        float("inf"),
+        float("-inf"),
+    ],
+    ids=lambda value: type(value).__name__,
+)
 def test_round_trip_keeps_value_and_exact_type(value):
     back = loads_value(dumps_value(value))
     assert back == value and type(back) is type(value)

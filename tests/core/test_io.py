@@ -69,9 +69,12 @@ def test_parquet_round_trip_keeps_nested_fields(tmp_path):
     tasks = [
         Task(id="a", domain="math", prompt="1+1?", verifier={"kind": "exact"}, gold="2"),
         Task(
-            id="b", domain="code", prompt=[{"role": "user", "content": "hi"}],
+            id="b",
+            domain="code",
+            prompt=[{"role": "user", "content": "hi"}],
             verifier={"kind": "regex", "pattern": "h.*", "mode": "search"},
-            metadata={"source": {"name": "x", "n": 3}}, difficulty=0.5,
+            metadata={"source": {"name": "x", "n": 3}},
+            difficulty=0.5,
         ),
     ]
     path = tmp_path / "tasks.parquet"
@@ -83,8 +86,14 @@ def test_parquet_keeps_token_lists_native(tmp_path):
     import pyarrow.parquet as pq
 
     trajectory = Trajectory(
-        id="x", task_id="t", domain="d", group_id="g",
-        prompt_ids=(1, 2), completion_ids=(3, 4), logprobs=(-0.5, -0.25), loss_mask=(1, 1),
+        id="x",
+        task_id="t",
+        domain="d",
+        group_id="g",
+        prompt_ids=(1, 2),
+        completion_ids=(3, 4),
+        logprobs=(-0.5, -0.25),
+        loss_mask=(1, 1),
     )
     path = tmp_path / "traj.parquet"
     write_parquet(path, [trajectory])

@@ -16,13 +16,13 @@ import pytest
 
 from veriloop.core import UserError, resolve_plugin
 
-PLUGIN = textwrap.dedent('''
+PLUGIN = textwrap.dedent("""
     from veriloop.algorithms import ADVANTAGE_ESTIMATORS
 
     @ADVANTAGE_ESTIMATORS.register("{name}")
     def estimator(rewards, group_size, eps=1e-6):
         return rewards - rewards.mean()
-''')
+""")
 
 REPORT = (
     "import json, os, sys; from veriloop.core import load_plugins; from veriloop.algorithms import ADVANTAGE_ESTIMATORS;"
@@ -34,7 +34,9 @@ REPORT = (
 def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k != "VERILOOP_PLUGINS"}
     environment.update(env)
-    return subprocess.run([sys.executable, "-c", REPORT, *args], capture_output=True, text=True, cwd=cwd, env=environment, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", REPORT, *args], capture_output=True, text=True, cwd=cwd, env=environment, timeout=120
+    )
 
 
 def _report(args: list[str], cwd: Path, **env: str) -> dict:
@@ -71,15 +73,23 @@ def test_an_installed_distribution_entry_point_is_loaded_without_being_named(tmp
     assert result["env"] == ""  # every process finds entry points itself
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "no such file"),
-    ("raise RuntimeError('broken on purpose')", "could not import it: RuntimeError: broken on purpose"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no such file"),
+        ("raise RuntimeError('broken on purpose')", "could not import it: RuntimeError: broken on purpose"),
+    ],
+)
 def test_a_bad_plugin_is_a_user_error_naming_it(tmp_path, content, message):
     if content is not None:
         (tmp_path / "bad.py").write_text(content)
     done = _run(["bad.py"], tmp_path)
-    assert done.returncode != 0 and "UserError: plugin " in done.stderr and "bad.py" in done.stderr and message in done.stderr
+    assert (
+        done.returncode != 0
+        and "UserError: plugin " in done.stderr
+        and "bad.py" in done.stderr
+        and message in done.stderr
+    )
 
 
 def test_an_unimportable_module_says_how_to_name_it(tmp_path):
@@ -107,6 +117,8 @@ def test_check_processes_load_the_parents_plugins(tmp_path):
     environment = {k: v for k, v in os.environ.items() if k != "VERILOOP_PLUGINS"}
     # From another directory: the check process (python -m, which puts its cwd on sys.path) could
     # not import the plugin by name.
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", env=environment, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd="/", env=environment, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["42"]

@@ -52,8 +52,13 @@ def test_exec_result_status_is_checked():
 
 def test_trajectory_token_fields_must_align():
     Trajectory(
-        id="x", task_id="t", domain="d", group_id="g",
-        completion_ids=(1, 2, 3), logprobs=(-0.1, 0.0, -0.2), loss_mask=(1, 0, 1),
+        id="x",
+        task_id="t",
+        domain="d",
+        group_id="g",
+        completion_ids=(1, 2, 3),
+        logprobs=(-0.1, 0.0, -0.2),
+        loss_mask=(1, 0, 1),
         turns=(Turn(role="assistant", text="a", token_ids=(1,), logprobs=(-0.1,)),),
     )
     with pytest.raises(ValidationError, match="same length"):

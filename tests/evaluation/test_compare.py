@@ -8,7 +8,9 @@ from veriloop.evaluation import compare, load_run
 
 
 def _outcomes(domain_passes: dict[str, list[list[bool]]]) -> dict[str, tuple[str, list[bool]]]:
-    return {f"{domain}/{i}": (domain, passes) for domain, tasks in domain_passes.items() for i, passes in enumerate(tasks)}
+    return {
+        f"{domain}/{i}": (domain, passes) for domain, tasks in domain_passes.items() for i, passes in enumerate(tasks)
+    }
 
 
 def _steady(n: int, passed: bool, samples: int = 4) -> list[list[bool]]:
@@ -17,29 +19,35 @@ def _steady(n: int, passed: bool, samples: int = 4) -> list[list[bool]]:
 
 def _baseline() -> dict[str, tuple[str, list[bool]]]:
     """math: 30 of 40 tasks solved; code: 20 of 40; facts: 10 of 10."""
-    return _outcomes({
-        "math": _steady(30, True) + _steady(10, False),
-        "code": _steady(20, True) + _steady(20, False),
-        "facts": _steady(10, True),
-    })
+    return _outcomes(
+        {
+            "math": _steady(30, True) + _steady(10, False),
+            "code": _steady(20, True) + _steady(20, False),
+            "facts": _steady(10, True),
+        }
+    )
 
 
 def _regressed() -> dict[str, tuple[str, list[bool]]]:
     """math loses 15 of its 30 solved tasks; code gains 12; facts unchanged: a seesaw."""
-    return _outcomes({
-        "math": _steady(15, True) + _steady(25, False),
-        "code": _steady(32, True) + _steady(8, False),
-        "facts": _steady(10, True),
-    })
+    return _outcomes(
+        {
+            "math": _steady(15, True) + _steady(25, False),
+            "code": _steady(32, True) + _steady(8, False),
+            "facts": _steady(10, True),
+        }
+    )
 
 
 def _improved() -> dict[str, tuple[str, list[bool]]]:
     """code gains 10 tasks, math gains 2, nothing else moves."""
-    return _outcomes({
-        "math": _steady(32, True) + _steady(8, False),
-        "code": _steady(30, True) + _steady(10, False),
-        "facts": _steady(10, True),
-    })
+    return _outcomes(
+        {
+            "math": _steady(32, True) + _steady(8, False),
+            "code": _steady(30, True) + _steady(10, False),
+            "facts": _steady(10, True),
+        }
+    )
 
 
 def test_planted_regression_is_significant_and_flagged_as_seesaw(planted):

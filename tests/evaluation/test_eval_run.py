@@ -21,8 +21,16 @@ def task_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def finished(tiny_engine, task_file, tmp_path_factory):
     root = tmp_path_factory.mktemp("evals")
-    summary = run_eval(tiny_engine, task_file, samples=3, out=root / "base", max_tokens=8, seed=5, chunk_size=3,
-                       export_failures=root / "failures.jsonl")
+    summary = run_eval(
+        tiny_engine,
+        task_file,
+        samples=3,
+        out=root / "base",
+        max_tokens=8,
+        seed=5,
+        chunk_size=3,
+        export_failures=root / "failures.jsonl",
+    )
     return root, summary
 
 
@@ -57,7 +65,9 @@ def test_rows_are_one_per_sample_in_task_order(finished, task_file):
 def test_run_is_recorded_in_the_registry_beside_the_output(finished, tiny_engine, task_file):
     root, summary = finished
     registry = RunRegistry(root / "evals.sqlite")
-    second = run_eval(tiny_engine, task_file, samples=1, out=root / "second", max_tokens=4, seed=5, model_label="tiny@step-1")
+    second = run_eval(
+        tiny_engine, task_file, samples=1, out=root / "second", max_tokens=4, seed=5, model_label="tiny@step-1"
+    )
     runs = registry.runs(task_set_hash=summary["task_set_hash"])
     assert [r.label for r in runs] == ["base", "second"] and [r.model for r in runs] == ["hf", "tiny@step-1"]
     assert registry.runs(model="tiny@step-1") == runs[1:]
@@ -67,7 +77,9 @@ def test_run_is_recorded_in_the_registry_beside_the_output(finished, tiny_engine
 
 def test_finished_run_is_not_sampled_again(finished, tiny_engine, task_file):
     root, summary = finished
-    again = run_eval(tiny_engine, task_file, samples=3, out=root / "base", max_tokens=8, seed=5, chunk_size=3, record=False)
+    again = run_eval(
+        tiny_engine, task_file, samples=3, out=root / "base", max_tokens=8, seed=5, chunk_size=3, record=False
+    )
     assert again["created_at"] == summary["created_at"] and again["pass@1"] == summary["pass@1"]
 
 
@@ -88,10 +100,14 @@ def test_exported_failures_are_a_task_set_with_feedback(finished):
 def test_failed_tasks_skip_solved_and_grader_broken_tasks(planted):
     from veriloop.core import Task
 
-    tasks = [Task(id=i, domain="d", prompt="q", verifier={"kind": "exact"}, gold="42") for i in ("solved", "mixed", "broken")]
+    tasks = [
+        Task(id=i, domain="d", prompt="q", verifier={"kind": "exact"}, gold="42") for i in ("solved", "mixed", "broken")
+    ]
     rows = planted({"solved": ("d", [True, True]), "mixed": ("d", [True, False])})
-    rows += [row.model_copy(update={"task_id": "broken", "status": "infra_error", "reward": None, "passed": False})
-             for row in planted({"broken": ("d", [False])})]
+    rows += [
+        row.model_copy(update={"task_id": "broken", "status": "infra_error", "reward": None, "passed": False})
+        for row in planted({"broken": ("d", [False])})
+    ]
     exported = failed_tasks(tasks, rows, model="m")
     assert [t.id for t in exported] == ["mixed"]
     assert exported[0].metadata["eval_failure"]["pass_rate"] == 0.5
@@ -101,8 +117,16 @@ def test_failed_tasks_skip_solved_and_grader_broken_tasks(planted):
 def test_overlap_with_a_training_set_is_reported(tiny_engine, tmp_path):
     tasks = generate_tasks("arithmetic", seed=3, size=4)
     warnings = []
-    summary = run_eval(tiny_engine, tasks, samples=1, out=tmp_path / "run", max_tokens=2, record=False,
-                       train_tasks=tasks[:2], on_warning=warnings.append)
+    summary = run_eval(
+        tiny_engine,
+        tasks,
+        samples=1,
+        out=tmp_path / "run",
+        max_tokens=2,
+        record=False,
+        train_tasks=tasks[:2],
+        on_warning=warnings.append,
+    )
     assert summary["overlap"]["overlapping"] == 2 and summary["overlap"]["fraction"] == 0.5
     assert warnings and warnings[0].startswith("2 of 4 eval tasks (50.0%) overlap")
 
@@ -124,7 +148,9 @@ def test_cli_reports_bad_rows_and_missing_models(tmp_path, task_file, run_cli):
     result = run_cli("eval", "--model", str(tmp_path), "--tasks", str(bad), "--out", str(tmp_path / "o"))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert lines[0].startswith(f"{bad}: line 2: missing field") and lines[1].startswith(f"{bad}: line 3: malformed JSON")
+    assert lines[0].startswith(f"{bad}: line 2: missing field") and lines[1].startswith(
+        f"{bad}: line 3: malformed JSON"
+    )
     result = run_cli("eval", "--model", str(tmp_path / "none"), "--tasks", str(task_file), "--out", str(tmp_path / "o"))
     assert result.returncode == 2 and result.stderr.startswith("error: ") and "not a model directory" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -35,11 +35,19 @@ def endpoint(tiny_engine):
             log["refused"] += 1
             return JSONResponse({"error": "missing or wrong key"}, status_code=401)
         body = await request.json()
-        params = SamplingParams(n=body["n"], temperature=body["temperature"], max_tokens=body["max_tokens"], seed=body.get("seed"))
+        params = SamplingParams(
+            n=body["n"], temperature=body["temperature"], max_tokens=body["max_tokens"], seed=body.get("seed")
+        )
         [samples] = await tiny_engine.agenerate([body["messages"]], params)
         log["answered"] += 1
-        choices = [{"index": i, "message": {"role": "assistant", "content": s.text},
-                    "finish_reason": {"eos": "stop"}.get(s.finish_reason, "length")} for i, s in enumerate(samples)]
+        choices = [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": s.text},
+                "finish_reason": {"eos": "stop"}.get(s.finish_reason, "length"),
+            }
+            for i, s in enumerate(samples)
+        ]
         return {"object": "chat.completion", "model": body["model"], "choices": choices}
 
     listening = _loopback_socket()
@@ -61,8 +69,16 @@ def test_eval_of_a_served_model(endpoint, tmp_path, monkeypatch):
     url, log = endpoint
     monkeypatch.setenv("EVAL_TEST_KEY", KEY)
     tasks = generate_tasks("arithmetic", seed=4, size=4)
-    summary = run_eval(f"openai:tiny@{url}", tasks, samples=2, out=tmp_path / "served", max_tokens=6, seed=1,
-                       api_key_env="EVAL_TEST_KEY", record=False)
+    summary = run_eval(
+        f"openai:tiny@{url}",
+        tasks,
+        samples=2,
+        out=tmp_path / "served",
+        max_tokens=6,
+        seed=1,
+        api_key_env="EVAL_TEST_KEY",
+        record=False,
+    )
     assert summary["engine"] == "openai" and summary["model"] == f"openai:tiny@{url}"
     assert summary["samples"] == 8 and summary["infra_errors"] == 0 and 0.0 <= summary["pass@1"] <= 1.0
     assert log["answered"] == 8 and log["refused"] == 0
@@ -75,7 +91,9 @@ def test_a_refused_or_unreachable_endpoint_is_infra_errors_not_failures(endpoint
     tasks = generate_tasks("arithmetic", seed=4, size=3)
     refused_before = log["refused"]
     keyless = OpenAIEngine("tiny", url, api_key_env="EVAL_TEST_NO_SUCH_VARIABLE", max_retries=0)
-    summary = run_eval(keyless, tasks, samples=2, out=tmp_path / "refused", record=False, export_failures=tmp_path / "f.jsonl")
+    summary = run_eval(
+        keyless, tasks, samples=2, out=tmp_path / "refused", record=False, export_failures=tmp_path / "f.jsonl"
+    )
     assert log["refused"] - refused_before == 6
     assert summary["infra_errors"] == 6 and summary["scored_samples"] == 0 and summary["infra_error_tasks"] == 3
     assert summary["pass@1"] == 0.0 and summary["pass@1_ci"] == [0.0, 1.0] and summary["pass@k"] == {}

@@ -18,12 +18,16 @@ def _task(task_id: str, prompt: str, gold: str = "7") -> Task:
 
 
 def test_prompts_and_golds_are_compared_separately():
-    train = [_task("t1", "Write a function add that returns the sum of its two arguments", SOLUTION),
-             _task("t2", "What is the capital of France?", "Paris")]
-    evals = [_task("e1", "Please write a function add that returns the sum of its two arguments, fast", "x"),
-             _task("e2", "Implement addition of two numbers", SOLUTION),
-             _task("e3", "Name the capital city of Italy", "Paris"),  # a short gold never counts
-             _task("e4", "what is the capital of france")]
+    train = [
+        _task("t1", "Write a function add that returns the sum of its two arguments", SOLUTION),
+        _task("t2", "What is the capital of France?", "Paris"),
+    ]
+    evals = [
+        _task("e1", "Please write a function add that returns the sum of its two arguments, fast", "x"),
+        _task("e2", "Implement addition of two numbers", SOLUTION),
+        _task("e3", "Name the capital city of Italy", "Paris"),  # a short gold never counts
+        _task("e4", "what is the capital of france"),
+    ]
     report = overlap(train, evals, ngram=6)
     assert [(o.heldout_id, o.train_id) for o in report.prompt_overlaps] == [("e1", "t1"), ("e4", "t2")]
     assert [(o.heldout_id, o.train_id) for o in report.gold_overlaps] == [("e2", "t1")]
@@ -33,8 +37,10 @@ def test_prompts_and_golds_are_compared_separately():
 
 
 def test_generated_splits_with_other_seeds_are_clean():
-    report = overlap(generate_tasks("arithmetic", seed=1, size=100, difficulty=5),
-                     generate_tasks("arithmetic", seed=2, size=100, difficulty=5))
+    report = overlap(
+        generate_tasks("arithmetic", seed=1, size=100, difficulty=5),
+        generate_tasks("arithmetic", seed=2, size=100, difficulty=5),
+    )
     assert report.clean and report.warning() is None and report.to_dict()["overlapping"] == 0
 
 

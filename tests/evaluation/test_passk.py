@@ -58,11 +58,25 @@ def test_summary_sets_infra_errors_apart():
     from veriloop.evaluation import EvalSample
 
     def row(task_id, index, passed, status="scored"):
-        return EvalSample(task_id=task_id, domain=task_id[0], sample_index=index, passed=passed, status=status,
-                          reward=None if status == "infra_error" else float(passed), completion_tokens=5)
+        return EvalSample(
+            task_id=task_id,
+            domain=task_id[0],
+            sample_index=index,
+            passed=passed,
+            status=status,
+            reward=None if status == "infra_error" else float(passed),
+            completion_tokens=5,
+        )
 
-    rows = [row("a1", 0, True), row("a1", 1, False), row("a1", 2, False, "infra_error"),
-            row("b1", 0, False), row("b1", 1, True), row("b2", 0, False, "infra_error"), row("b2", 1, False, "infra_error")]
+    rows = [
+        row("a1", 0, True),
+        row("a1", 1, False),
+        row("a1", 2, False, "infra_error"),
+        row("b1", 0, False),
+        row("b1", 1, True),
+        row("b2", 0, False, "infra_error"),
+        row("b2", 1, False, "infra_error"),
+    ]
     summary = summarize(rows, max_k=3)
     assert summary["pass@1"] == pytest.approx(0.5)  # a1: 1/2 scored, b1: 1/2; b2 has no scored sample
     assert summary["pass@k"] == {"1": 0.5, "2": 1.0}  # no task has 3 scored samples

@@ -23,21 +23,33 @@ def _steady(domain: str, solved: int, total: int) -> dict[str, tuple[str, list[b
 def runs(tmp_path, write_run):
     """Three checkpoints' eval runs (math falls at the last one) and a training run."""
     base = write_run(tmp_path / "step-0", _steady("math", 10, 30) | _steady("code", 5, 30), "2026-01-01T00:00:00+00:00")
-    mid = write_run(tmp_path / "step-50", _steady("math", 18, 30) | _steady("code", 12, 30), "2026-01-02T00:00:00+00:00")
-    last = write_run(tmp_path / "step-100", _steady("math", 6, 30) | _steady("code", 25, 30), "2026-01-03T00:00:00+00:00")
+    mid = write_run(
+        tmp_path / "step-50", _steady("math", 18, 30) | _steady("code", 12, 30), "2026-01-02T00:00:00+00:00"
+    )
+    last = write_run(
+        tmp_path / "step-100", _steady("math", 6, 30) | _steady("code", 25, 30), "2026-01-03T00:00:00+00:00"
+    )
     training = tmp_path / "train-run"
     training.mkdir()
     lines = [{"step": s, "reward/sampled_mean": 0.2 + 0.005 * s} for s in range(1, 101)]
     lines += [{"step": s, "eval/pass@1": 0.25 + 0.002 * s} for s in (50, 100)]
-    (training / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"step": 10', encoding="utf-8")
+    (training / "metrics.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines) + '{"step": 10', encoding="utf-8"
+    )
     return [base, mid, last, training]
 
 
 def test_report_is_self_contained_with_every_section(runs, tmp_path):
     html = render_report(runs)
     assert html.startswith("<!DOCTYPE html>") and html.count("<svg") == 3
-    for heading in ("Runs", "pass@1 across runs", "pass@1 per domain", "Training reward",
-                    "Each run against the one before", "Failures of step-100"):
+    for heading in (
+        "Runs",
+        "pass@1 across runs",
+        "pass@1 per domain",
+        "Training reward",
+        "Each run against the one before",
+        "Failures of step-100",
+    ):
         assert f"<h2>{heading}</h2>" in html
     assert "step-100 vs step-50" in html and "seesaw" in html
     assert "Expected 42 for math/6, got 41." in html  # a failure example with the verifier's feedback
@@ -64,12 +76,22 @@ def test_unknown_directories_are_user_errors(tmp_path):
 
 
 def _chromium(*args: str, profile) -> subprocess.CompletedProcess[str]:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-             "--no-first-run", "--disable-sync", f"--user-data-dir={profile}"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ]
     return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make setup installs it: apt-get install -y chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (make setup installs it: apt-get install -y chromium)"
+)
 def test_report_renders_in_headless_chromium(runs, tmp_path, run_cli):
     import numpy as np
     from PIL import Image
@@ -84,7 +106,9 @@ def test_report_renders_in_headless_chromium(runs, tmp_path, run_cli):
     assert "Expected 42 for math/6, got 41." in dom.stdout
 
     screenshot = tmp_path / "report.png"
-    shot = _chromium("--window-size=1280,2600", f"--screenshot={screenshot}", out.as_uri(), profile=tmp_path / "profile")
+    shot = _chromium(
+        "--window-size=1280,2600", f"--screenshot={screenshot}", out.as_uri(), profile=tmp_path / "profile"
+    )
     assert shot.returncode == 0 and screenshot.is_file(), shot.stderr
     image = Image.open(screenshot).convert("RGB")
     assert image.size == (1280, 2600)

@@ -19,16 +19,28 @@ def _async_records():
     """Four steps of an async run (staleness 1) and an eval record, as RLTrainer logs them."""
     records = []
     for step in range(1, 5):
-        records.append({
-            "step": step, "reward/sampled_mean": 0.1 * step,
-            "util/trainer_busy_s": 2.0, "util/trainer_wait_s": 0.5 if step == 1 else 0.0,
-            "util/generator_busy_s": 3.0, "util/generator_wait_s": 0.0, "util/engine_busy_s": 1.0,
-            "util/sandbox_busy_fraction": 0.2 if step < 4 else 0.8, "time/rollout_s": 3.0 if step < 4 else 1.0,
-            "util/inference_to_training": 1.5, "util/trainer_busy_fraction": 0.5 + 0.1 * step,
-            "util/generator_busy_fraction": 0.9, "util/queue_depth": step % 2, "time/step_s": 2.5,
-            "staleness/mean": 0.5, "staleness/max": 1,
-            "staleness/hist/0": 8.0, "staleness/hist/1": 8.0 if step > 1 else 0.0,
-        })
+        records.append(
+            {
+                "step": step,
+                "reward/sampled_mean": 0.1 * step,
+                "util/trainer_busy_s": 2.0,
+                "util/trainer_wait_s": 0.5 if step == 1 else 0.0,
+                "util/generator_busy_s": 3.0,
+                "util/generator_wait_s": 0.0,
+                "util/engine_busy_s": 1.0,
+                "util/sandbox_busy_fraction": 0.2 if step < 4 else 0.8,
+                "time/rollout_s": 3.0 if step < 4 else 1.0,
+                "util/inference_to_training": 1.5,
+                "util/trainer_busy_fraction": 0.5 + 0.1 * step,
+                "util/generator_busy_fraction": 0.9,
+                "util/queue_depth": step % 2,
+                "time/step_s": 2.5,
+                "staleness/mean": 0.5,
+                "staleness/max": 1,
+                "staleness/hist/0": 8.0,
+                "staleness/hist/1": 8.0 if step > 1 else 0.0,
+            }
+        )
     records.append({"step": 4, "eval/pass@1": 0.4})
     return records
 
@@ -48,10 +60,10 @@ def test_report_shows_utilisation_of_runs_that_log_it(tmp_path):
     plain = _write_metrics(tmp_path / "old-run", [{"step": s, "reward/sampled_mean": 0.2} for s in range(1, 4)])
     html = render_report([pipelined, plain])
     assert "<h2>Pipeline utilisation</h2>" in html
-    section = html[html.index("<h2>Pipeline utilisation</h2>"):]
+    section = html[html.index("<h2>Pipeline utilisation</h2>") :]
     rows = re.findall(r"<tr><td>([^<]+)</td>", section)
     assert rows == ["async-run"]  # the run without util metrics gets no row
-    row = section[section.index("<tr><td>async-run</td>"):]
+    row = section[section.index("<tr><td>async-run</td>") :]
     row = row[: row.index("</tr>")]
     cells = re.findall(r"<td>(.*?)</td>", row)
     assert cells[:8] == ["async-run", "4", "2.50", "90.0%", "90.0%", "26.0%", "1.50", "0.50"]

@@ -31,10 +31,29 @@ def _wait_for_parts(parts: Path, process: subprocess.Popen, count: int, timeout_
 def test_eval_resumes_after_sigkill(tiny_model_dir, tiny_engine, tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     # exact-match grading keeps the test about resuming, not about the math verifier's speed
-    write_jsonl(tasks, [t.model_copy(update={"verifier": {"kind": "exact"}}) for t in generate_tasks("arithmetic", seed=21, size=8)])
+    write_jsonl(
+        tasks,
+        [t.model_copy(update={"verifier": {"kind": "exact"}}) for t in generate_tasks("arithmetic", seed=21, size=8)],
+    )
     out = tmp_path / "run"
-    command = [str(VERILOOP), "eval", "--model", str(tiny_model_dir), "--tasks", str(tasks), "--samples", "2",
-               "--max-tokens", "8", "--seed", "9", "--chunk-size", "2", "--out", str(out)]
+    command = [
+        str(VERILOOP),
+        "eval",
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        str(tasks),
+        "--samples",
+        "2",
+        "--max-tokens",
+        "8",
+        "--seed",
+        "9",
+        "--chunk-size",
+        "2",
+        "--out",
+        str(out),
+    ]
 
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -55,7 +74,9 @@ def test_eval_resumes_after_sigkill(tiny_model_dir, tiny_engine, tmp_path):
     for key, row in before.items():  # chunks finished before the kill were kept, not sampled again
         assert after[key] == row
 
-    reference = run_eval(tiny_engine, tasks, samples=2, max_tokens=8, seed=9, chunk_size=2, out=tmp_path / "straight", record=False)
+    reference = run_eval(
+        tiny_engine, tasks, samples=2, max_tokens=8, seed=9, chunk_size=2, out=tmp_path / "straight", record=False
+    )
     straight = load_run(tmp_path / "straight")
     assert [s.response for s in straight.samples] == [s.response for s in run.samples]
     assert reference["pass@1"] == run.summary["pass@1"]

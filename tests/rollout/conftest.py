@@ -40,11 +40,15 @@ def scripted_engine(tiny_model_dir, tmp_path_factory, sandbox):
     error = format_observation(sandbox.run_python("1/0"))
     stubborn = [{"role": "user", "content": STUBBORN_PROMPT}]
     for _ in range(3):
-        stubborn += [{"role": "assistant", "content": "<run_python>1/0</run_python>"}, {"role": "tool", "content": error}]
+        stubborn += [
+            {"role": "assistant", "content": "<run_python>1/0</run_python>"},
+            {"role": "tool", "content": error},
+        ]
 
     directory = tmp_path_factory.mktemp("scripted")
     shutil.copytree(tiny_model_dir, directory, dirs_exist_ok=True)
     engine = create_engine("hf", model=str(directory))
+
     def system(tools):
         return {"role": "system", "content": tool_instructions(tools)}
 

@@ -25,7 +25,10 @@ def _check_alignment(engine, trajectory):
 
 
 def test_single_turn_batch(tiny_engine):
-    tasks = [Task(id=f"t{i}", domain="arith", prompt=f"What is {i}+1?", verifier={"kind": "exact"}, gold=str(i + 1)) for i in range(4)]
+    tasks = [
+        Task(id=f"t{i}", domain="arith", prompt=f"What is {i}+1?", verifier={"kind": "exact"}, gold=str(i + 1))
+        for i in range(4)
+    ]
     batch = rollout(tasks, tiny_engine, EpisodeConfig(max_tokens_per_turn=10), group_size=3, seed=5)
     assert len(batch.trajectories) == 12
     assert [t.task_id for t in batch.trajectories] == [f"t{i}" for i in range(4) for _ in range(3)]
@@ -39,7 +42,9 @@ def test_single_turn_batch(tiny_engine):
 
 def test_multi_turn_with_verifier_feedback(scripted_engine):
     task = Task(id="add", domain="arith", prompt="What is 2+2?", verifier={"kind": "exact"}, gold="4")
-    config = EpisodeConfig(temperature=0, max_tokens_per_turn=48, tools=("submit",), feedback_on_fail=True, stop=StopConfig(max_turns=3))
+    config = EpisodeConfig(
+        temperature=0, max_tokens_per_turn=48, tools=("submit",), feedback_on_fail=True, stop=StopConfig(max_turns=3)
+    )
     [trajectory] = rollout([task], scripted_engine, config).trajectories
     assert [t.role for t in trajectory.turns] == ["assistant", "observation", "assistant"]
     assert trajectory.turns[1].text == FEEDBACK
@@ -50,11 +55,22 @@ def test_multi_turn_with_verifier_feedback(scripted_engine):
 def test_a_stopped_trajectory_carries_its_reason(scripted_engine, tiny_engine):
     task = Task(id="add", domain="arith", prompt="What is 2+2?", verifier={"kind": "exact"}, gold="4")
     base = EpisodeConfig(temperature=0, max_tokens_per_turn=48, tools=("submit",), feedback_on_fail=True)
-    one_turn = rollout([task], scripted_engine, base.model_copy(update={"stop": StopConfig(max_turns=1)})).trajectories[0]
+    one_turn = rollout([task], scripted_engine, base.model_copy(update={"stop": StopConfig(max_turns=1)})).trajectories[
+        0
+    ]
     assert one_turn.stop_reason == "max_turns" and one_turn.reward == 0.0
-    stopped = rollout([task], scripted_engine, base.model_copy(update={"stop": StopConfig(max_turns=3)}), predicate=lambda view: "first failure" if view["last_failed"] else None).trajectories[0]
+    stopped = rollout(
+        [task],
+        scripted_engine,
+        base.model_copy(update={"stop": StopConfig(max_turns=3)}),
+        predicate=lambda view: "first failure" if view["last_failed"] else None,
+    ).trajectories[0]
     assert stopped.stop_reason == "predicate" and len(stopped.turns) == 1
-    budget = rollout([task], tiny_engine, EpisodeConfig(max_tokens_per_turn=50, stop=StopConfig(max_total_tokens=5, repetition_repeats=0))).trajectories[0]
+    budget = rollout(
+        [task],
+        tiny_engine,
+        EpisodeConfig(max_tokens_per_turn=50, stop=StopConfig(max_total_tokens=5, repetition_repeats=0)),
+    ).trajectories[0]
     assert budget.stop_reason == "max_tokens" and len(budget.completion_ids) <= 5
 
 

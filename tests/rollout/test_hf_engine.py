@@ -114,7 +114,9 @@ def test_a_shared_prompt_is_prefilled_once_and_samples_do_not_depend_on_it(tiny_
     engine = create_engine("hf", model=str(tiny_model_dir))
     widths = []
     forward = engine.lean.forward
-    engine.lean.forward = lambda ids, *args, **kwargs: (widths.append(tuple(ids.shape)), forward(ids, *args, **kwargs))[1]
+    engine.lean.forward = lambda ids, *args, **kwargs: (widths.append(tuple(ids.shape)), forward(ids, *args, **kwargs))[
+        1
+    ]
     other = [{"role": "user", "content": "Say something long enough to pad the other prompt."}]
     params = SamplingParams(n=4, max_tokens=10, seed=7)
     shared = engine.generate([CHAT, other], params)

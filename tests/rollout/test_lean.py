@@ -38,7 +38,9 @@ def test_lean_cache_decoding_equals_a_full_forward(tiny_model_dir):
         expected = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits[:, -1]
         lean.forward(ids[:, :8], positions[:, :8], key_mask[:, :8], cache, 0)
         for slot in range(8, 12):
-            last = lean.forward(ids[:, slot : slot + 1], positions[:, slot : slot + 1], key_mask[:, : slot + 1], cache, slot)
+            last = lean.forward(
+                ids[:, slot : slot + 1], positions[:, slot : slot + 1], key_mask[:, : slot + 1], cache, slot
+            )
     assert torch.allclose(last[:, -1], expected, atol=1e-5)
 
 
@@ -88,7 +90,9 @@ def test_shared_prompt_forward_equals_the_model_and_its_gradients(tiny_model_dir
     for b in range(5):  # each row on its own, through the model's own forward
         prompt, n = prompts[int(row_prefix[b])], int(suffix_lengths[b])
         sequence = torch.cat([prompt, suffix_ids[b, :n]])[None]
-        expected = model(input_ids=sequence).logits[0, len(prompt) - 1 : len(prompt) - 1 + n]  # predicts each suffix token
+        expected = model(input_ids=sequence).logits[
+            0, len(prompt) - 1 : len(prompt) - 1 + n
+        ]  # predicts each suffix token
         assert torch.allclose(logits[b, :n], expected, atol=1e-9)
         loss = loss + expected.logsumexp(-1).sum()
     grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)

@@ -36,8 +36,11 @@ def server(tiny_engine):
         if body["model"] == "broken":
             return JSONResponse({"error": "bad request"}, status_code=400)
         params = SamplingParams(
-            n=body.get("n", 1), temperature=body.get("temperature", 1.0), top_p=body.get("top_p", 1.0),
-            max_tokens=body.get("max_tokens", 16), seed=body.get("seed"),
+            n=body.get("n", 1),
+            temperature=body.get("temperature", 1.0),
+            top_p=body.get("top_p", 1.0),
+            max_tokens=body.get("max_tokens", 16),
+            seed=body.get("seed"),
         )
         samples = (await tiny_engine.agenerate([body["messages"]], params))[0]
         return {
@@ -46,7 +49,9 @@ def server(tiny_engine):
                     "index": i,
                     "message": {"role": "assistant", "content": s.text},
                     "finish_reason": "stop" if s.finish_reason == "eos" else "length",
-                    "logprobs": {"content": [{"token": str(t), "logprob": lp} for t, lp in zip(s.token_ids, s.logprobs)]},
+                    "logprobs": {
+                        "content": [{"token": str(t), "logprob": lp} for t, lp in zip(s.token_ids, s.logprobs)]
+                    },
                 }
                 for i, s in enumerate(samples)
             ]
@@ -92,7 +97,9 @@ def test_a_client_error_becomes_an_error_sample_not_an_exception(server):
 
 
 def test_unreachable_server_is_an_error_sample():
-    engine = OpenAIEngine(model="m", base_url=f"http://127.0.0.1:{_free_port()}/v1", max_retries=1, backoff_s=0.01, timeout_s=2)
+    engine = OpenAIEngine(
+        model="m", base_url=f"http://127.0.0.1:{_free_port()}/v1", max_retries=1, backoff_s=0.01, timeout_s=2
+    )
     [[sample]] = engine.generate([[{"role": "user", "content": "hi"}]], SamplingParams(max_tokens=4))
     assert sample.finish_reason == "error" and "Connect" in sample.error
 

@@ -11,13 +11,22 @@ from veriloop.rollout import TrajectoryStore, preference_pairs, sft_rows
 
 def _trajectory(i: int, passed: bool, task: str = "t") -> Trajectory:
     return Trajectory(
-        id=f"x{i}", task_id=task, domain="math", group_id=task, sample_index=i,
+        id=f"x{i}",
+        task_id=task,
+        domain="math",
+        group_id=task,
+        sample_index=i,
         prompt=(Message(role="user", content="2+2?"),),
-        prompt_ids=(1, 2), completion_ids=(3, 4, 5), logprobs=(-0.1, 0.0, -0.3), loss_mask=(1, 0, 1),
+        prompt_ids=(1, 2),
+        completion_ids=(3, 4, 5),
+        logprobs=(-0.1, 0.0, -0.3),
+        loss_mask=(1, 0, 1),
         turns=(Turn(role="assistant", text="4" if passed else "5", token_ids=(3,), logprobs=(-0.1,)),),
-        response="4" if passed else "5", reward=float(passed),
+        response="4" if passed else "5",
+        reward=float(passed),
         score=Score(id=f"x{i}", task_id=task, reward=float(passed), passed=passed),
-        policy_version=i, timings={"generate_s": 0.5},
+        policy_version=i,
+        timings={"generate_s": 0.5},
     )
 
 
@@ -78,7 +87,15 @@ def test_export_command(tmp_path, run_cli):
 
     store = TrajectoryStore(tmp_path / "store")
     store.append([_trajectory(0, True), _trajectory(1, False)])
-    result = run_cli("trajectories", "export", str(tmp_path / "store"), "--sft", str(tmp_path / "sft.jsonl"), "--pairs", str(tmp_path / "pairs.jsonl"))
+    result = run_cli(
+        "trajectories",
+        "export",
+        str(tmp_path / "store"),
+        "--sft",
+        str(tmp_path / "sft.jsonl"),
+        "--pairs",
+        str(tmp_path / "pairs.jsonl"),
+    )
     assert result.returncode == 0, result.stderr
     [sft] = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
     assert sft["messages"][-1] == {"role": "assistant", "content": "4"}

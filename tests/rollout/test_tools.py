@@ -22,7 +22,9 @@ def test_workspace_persists_across_tool_calls(sandbox):
 def test_model_calls_python_then_submits(scripted_engine, sandbox):
     """The fine-tuned tiny model runs code in the sandbox, reads the output and submits it."""
     task = Task(id="mul", domain="tools", prompt="Use Python to compute 6*7.", verifier={"kind": "exact"}, gold="42")
-    config = EpisodeConfig(temperature=0, max_tokens_per_turn=48, tools=("python", "submit"), stop=StopConfig(max_turns=3))
+    config = EpisodeConfig(
+        temperature=0, max_tokens_per_turn=48, tools=("python", "submit"), stop=StopConfig(max_turns=3)
+    )
     batch = rollout([task], scripted_engine, config, tools=SandboxTools(sandbox), sandbox_workers=2)
     [trajectory] = batch.trajectories
     assert [t.role for t in trajectory.turns] == ["assistant", "observation", "assistant"]
@@ -35,7 +37,9 @@ def test_model_calls_python_then_submits(scripted_engine, sandbox):
 def test_the_same_failing_action_repeated_stops_the_trajectory(scripted_engine, sandbox):
     task = Task(id="div", domain="tools", prompt="Divide 1 by 0 in Python.", verifier={"kind": "exact"}, gold="x")
     config = EpisodeConfig(
-        temperature=0, max_tokens_per_turn=48, tools=("python",),
+        temperature=0,
+        max_tokens_per_turn=48,
+        tools=("python",),
         stop=StopConfig(max_turns=6, max_repeated_failures=2, repetition_repeats=0),
     )
     [trajectory] = rollout([task], scripted_engine, config, tools=SandboxTools(sandbox)).trajectories

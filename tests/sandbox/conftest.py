@@ -22,7 +22,12 @@ HOST_SECRET = "vl-host-secret-" + secrets.token_hex(6)
 os.environ["VERILOOP_TEST_HOST_SECRET"] = HOST_SECRET  # set before any sandbox starts
 
 LIMITS = Limits(
-    timeout_s=3, memory_mb=256, max_processes=24, max_open_files=64, max_file_mb=4, disk_mb=8,
+    timeout_s=3,
+    memory_mb=256,
+    max_processes=24,
+    max_open_files=64,
+    max_file_mb=4,
+    disk_mb=8,
     output_bytes=32 * 1024,
 )
 

@@ -62,11 +62,19 @@ def test_stdin_text_bytes_and_large(sandbox):
 
 
 def test_snapshots_capture_and_restore_a_workspace(sandbox):
-    first = sandbox.run(["sh", "-c", "mkdir -p d && echo one > d/a.txt && printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod +x run.sh"],
-                        capture=True)
+    first = sandbox.run(
+        [
+            "sh",
+            "-c",
+            "mkdir -p d && echo one > d/a.txt && printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod +x run.sh",
+        ],
+        capture=True,
+    )
     assert first.ok and isinstance(first.snapshot, Snapshot)
     assert first.snapshot.files() == {"d/a.txt": b"one\n", "run.sh": b"#!/bin/sh\necho ran\n"}
-    second = sandbox.run(["sh", "-c", "cat d/a.txt && ./run.sh && echo two >> d/a.txt"], snapshot=first.snapshot, capture=True)
+    second = sandbox.run(
+        ["sh", "-c", "cat d/a.txt && ./run.sh && echo two >> d/a.txt"], snapshot=first.snapshot, capture=True
+    )
     assert second.stdout == "one\nran\n"
     assert second.snapshot.files()["d/a.txt"] == b"one\ntwo\n"
     assert first.snapshot.files()["d/a.txt"] == b"one\n"  # a snapshot never changes
@@ -134,7 +142,7 @@ def test_a_closed_sandbox_refuses_work():
 def test_languages(sandbox):
     bash = run_code(sandbox, "bash", "read x; echo $((x * 2))", stdin="21\n")
     assert bash.ok and bash.build is None and bash.run.stdout == "42\n"
-    c_program = "#include <stdio.h>\nint main(void) { int a, b; scanf(\"%d %d\", &a, &b); printf(\"%d\\n\", a + b); }"
+    c_program = '#include <stdio.h>\nint main(void) { int a, b; scanf("%d %d", &a, &b); printf("%d\\n", a + b); }'
     c = run_code(sandbox, "c", c_program, stdin="2 40")
     assert c.ok and c.build.ok and c.run.stdout == "42\n"
     cpp = run_code(sandbox, "cpp", "#include <iostream>\nint main() { std::cout << 42 << std::endl; }")

@@ -30,8 +30,18 @@ def test_run_places_files_and_stdin(run_cli, tmp_path):
     source, feed = tmp_path / "a.txt", tmp_path / "in.txt"
     source.write_text("from a file\n")
     feed.write_text("from stdin\n")
-    completed = run_cli("sandbox", "run", "--file", f"data/a.txt={source}", "--stdin-file", str(feed),
-                        "--", "sh", "-c", "cat data/a.txt; cat")
+    completed = run_cli(
+        "sandbox",
+        "run",
+        "--file",
+        f"data/a.txt={source}",
+        "--stdin-file",
+        str(feed),
+        "--",
+        "sh",
+        "-c",
+        "cat data/a.txt; cat",
+    )
     assert _result(completed)["stdout"] == "from a file\nfrom stdin\n"
 
 

@@ -95,8 +95,21 @@ def test_host_files_are_invisible(sandbox, tmp_path, host_secret):
     secret = tmp_path / "gold.jsonl"
     secret.write_text(f'{{"gold": "{host_secret}"}}\n')
     venv_site = next(Path(sys.prefix).glob("lib/python3*/site-packages"))
-    places = [str(secret), str(tmp_path), os.getcwd(), str(Path.home()), str(venv_site), sys.prefix,
-              str(Path(__file__).resolve()), "/work", "/root", "/run", "/var", "/etc/shadow", "/home"]
+    places = [
+        str(secret),
+        str(tmp_path),
+        os.getcwd(),
+        str(Path.home()),
+        str(venv_site),
+        sys.prefix,
+        str(Path(__file__).resolve()),
+        "/work",
+        "/root",
+        "/run",
+        "/var",
+        "/etc/shadow",
+        "/home",
+    ]
     result = sandbox.run_python(
         "import os, sys\n"
         f"for place in {places!r}:\n"
@@ -137,9 +150,7 @@ def test_writes_outside_the_workspace_fail_and_never_reach_the_host(sandbox, tmp
 
 
 def test_workspace_escape_through_symlinks_and_dotdot_is_contained(sandbox, tmp_path):
-    result = sandbox.run(
-        ["sh", "-c", f"ln -s {tmp_path} link; echo x > link/escaped; mkdir -p ../../x; echo $?"]
-    )
+    result = sandbox.run(["sh", "-c", f"ln -s {tmp_path} link; echo x > link/escaped; mkdir -p ../../x; echo $?"])
     assert not (tmp_path / "escaped").exists()
     assert result.status in ("ok", "error")
 
@@ -434,7 +445,9 @@ def test_a_stopped_process_group_does_not_wedge_the_sandbox(sandbox, quick):
 
 
 def test_signals_sent_to_every_process_do_not_hurt_the_sandbox(sandbox, host_sleeper):
-    code = "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept ProcessLookupError:\n    print('nobody else')"
+    code = (
+        "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept ProcessLookupError:\n    print('nobody else')"
+    )
     result = sandbox.run_python(code)
     assert result.stdout == "nobody else\n"
     assert host_sleeper.poll() is None

@@ -83,7 +83,7 @@ def test_sandboxfusion_requests_and_responses(service):
     assert failing["status"] == "Failed" and failing["run_result"]["return_code"] == 3
     slow = _post(f"{service}/run_code", {"code": "while True: pass", "language": "python", "run_timeout": 1}).json()
     assert slow["status"] == "Failed" and slow["run_result"]["status"] == "TimeLimitExceeded"
-    cpp = _post(f"{service}/run_code", {"code": "#include <cstdio>\nint main(){puts(\"hi\");}", "language": "cpp"}).json()
+    cpp = _post(f"{service}/run_code", {"code": '#include <cstdio>\nint main(){puts("hi");}', "language": "cpp"}).json()
     assert cpp["status"] == "Success" and cpp["compile_result"]["status"] == "Finished"
     assert cpp["run_result"]["stdout"] == "hi\n"
 

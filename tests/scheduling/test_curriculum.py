@@ -14,8 +14,15 @@ PLANTED_PASSES = {"skill/0": GROUP, "skill/1": 0}  # always solved, never solved
 def group_of(task, step: int) -> list[Trajectory]:
     passes = PLANTED_PASSES.get(task.id, 3)
     return [
-        Trajectory(id=f"{task.id}#{step}/{j}", task_id=task.id, domain=task.domain, group_id=f"{task.id}#{step}", sample_index=j,
-                   reward=float(j < passes), score=Score(id=f"{j}", task_id=task.id, reward=float(j < passes), passed=j < passes))
+        Trajectory(
+            id=f"{task.id}#{step}/{j}",
+            task_id=task.id,
+            domain=task.domain,
+            group_id=f"{task.id}#{step}",
+            sample_index=j,
+            reward=float(j < passes),
+            score=Score(id=f"{j}", task_id=task.id, reward=float(j < passes), passed=j < passes),
+        )
         for j in range(GROUP)
     ]
 

@@ -13,12 +13,15 @@ from .conftest import make_tasks
 SIZES = {"small": 7, "large": 300, "mid": 40}
 
 
-@pytest.mark.parametrize("rule, weights, temperature, expected", [
-    ("fixed", {"small": 1, "large": 2, "mid": 5}, 1.0, {"small": 0.125, "large": 0.25, "mid": 0.625}),
-    ("fixed", {}, 1.0, {"small": 1 / 3, "large": 1 / 3, "mid": 1 / 3}),
-    ("temperature", {}, 1.0, {d: n / 347 for d, n in SIZES.items()}),
-    ("temperature", {}, 2.0, {d: n**0.5 / sum(m**0.5 for m in SIZES.values()) for d, n in SIZES.items()}),
-])
+@pytest.mark.parametrize(
+    "rule, weights, temperature, expected",
+    [
+        ("fixed", {"small": 1, "large": 2, "mid": 5}, 1.0, {"small": 0.125, "large": 0.25, "mid": 0.625}),
+        ("fixed", {}, 1.0, {"small": 1 / 3, "large": 1 / 3, "mid": 1 / 3}),
+        ("temperature", {}, 1.0, {d: n / 347 for d, n in SIZES.items()}),
+        ("temperature", {}, 2.0, {d: n**0.5 / sum(m**0.5 for m in SIZES.values()) for d, n in SIZES.items()}),
+    ],
+)
 def test_draw_frequencies_match_the_weights(three_domains, rule, weights, temperature, expected):
     shares = mixture_weights(rule, SIZES, weights, temperature)
     assert shares == pytest.approx(expected)
@@ -68,8 +71,12 @@ def test_mixture_files_and_their_errors(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", make_tasks("a", 4))
     write_jsonl(tmp_path / "b.jsonl", make_tasks("b", 3) + make_tasks("c", 2))
     write_jsonl(tmp_path / "a-held.jsonl", make_tasks("a", 2, start=100))
-    data = load_mixture([MixtureEntry(path=str(tmp_path / "a.jsonl"), weight=2.0, heldout=str(tmp_path / "a-held.jsonl")),
-                         MixtureEntry(path=str(tmp_path / "b.jsonl"))])
+    data = load_mixture(
+        [
+            MixtureEntry(path=str(tmp_path / "a.jsonl"), weight=2.0, heldout=str(tmp_path / "a-held.jsonl")),
+            MixtureEntry(path=str(tmp_path / "b.jsonl")),
+        ]
+    )
     assert len(data.tasks) == 9 and data.weights == {"a": 2.0, "b": None, "c": None} and len(data.heldout) == 2
     write_jsonl(tmp_path / "a2.jsonl", make_tasks("a", 2, start=50))
     with pytest.raises(UserError, match="domain 'a' is also in"):
@@ -79,15 +86,22 @@ def test_mixture_files_and_their_errors(tmp_path):
         load_mixture([MixtureEntry(path=str(tmp_path / "a.jsonl")), MixtureEntry(path=str(tmp_path / "dup.jsonl"))])
 
 
-@pytest.mark.parametrize("schedule, extra, message", [
-    ({"normalization": "zscore"}, {}, "unknown reward normalization 'zscore'; known: group, none, running"),
-    ({"seesaw_action": "panic"}, {}, "unknown seesaw action 'panic'; known: reweight, stop, warn"),
-    ({"weighting": "temperature", "weights": {"a": 2}}, {}, "temperature weighting sets the weights"),
-    ({"curriculum_low": 0.8, "curriculum_high": 0.5}, {}, "curriculum_low must be below"),
-    ({"mixture": [{"path": "a.jsonl"}]}, {"data": {"train": "b.jsonl"}}, "set data.train or schedule.mixture, not both"),
-    ({"normalization": "group"}, {}, "no effect with algorithm.advantage=grpo"),
-    ({"mixture": [{"path": "a.jsonl", "weight": -1}]}, {}, "schedule.mixture.0.weight"),
-])
+@pytest.mark.parametrize(
+    "schedule, extra, message",
+    [
+        ({"normalization": "zscore"}, {}, "unknown reward normalization 'zscore'; known: group, none, running"),
+        ({"seesaw_action": "panic"}, {}, "unknown seesaw action 'panic'; known: reweight, stop, warn"),
+        ({"weighting": "temperature", "weights": {"a": 2}}, {}, "temperature weighting sets the weights"),
+        ({"curriculum_low": 0.8, "curriculum_high": 0.5}, {}, "curriculum_low must be below"),
+        (
+            {"mixture": [{"path": "a.jsonl"}]},
+            {"data": {"train": "b.jsonl"}},
+            "set data.train or schedule.mixture, not both",
+        ),
+        ({"normalization": "group"}, {}, "no effect with algorithm.advantage=grpo"),
+        ({"mixture": [{"path": "a.jsonl", "weight": -1}]}, {}, "schedule.mixture.0.weight"),
+    ],
+)
 def test_bad_schedule_settings_are_user_errors(tmp_path, schedule, extra, message):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"schedule": schedule, **extra}))
@@ -98,7 +112,14 @@ def test_bad_schedule_settings_are_user_errors(tmp_path, schedule, extra, messag
 
 def test_train_command_reports_a_bad_mixture_in_one_line(tmp_path, run_cli):
     write_jsonl(tmp_path / "a.jsonl", make_tasks("a", 2))
-    config = {"algorithm": {"advantage": "dr_grpo"}, "schedule": {"mixture": [{"path": str(tmp_path / "a.jsonl")}, {"path": str(tmp_path / "gone.jsonl")}]}}
+    config = {
+        "algorithm": {"advantage": "dr_grpo"},
+        "schedule": {"mixture": [{"path": str(tmp_path / "a.jsonl")}, {"path": str(tmp_path / "gone.jsonl")}]},
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     result = run_cli("train", str(tmp_path / "config.yaml"))
-    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0 and "gone.jsonl: no such file" in result.stderr
+    assert (
+        result.returncode == 2
+        and result.stderr.strip().count("\n") == 0
+        and "gone.jsonl: no such file" in result.stderr
+    )

@@ -9,16 +9,31 @@ from veriloop.tasks import generate_tasks, import_tasks
 from veriloop.training import RLTrainer, load_config, read_metrics
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "multidomain.yaml"
-ARITHMETIC = {"difficulty": 2, "operands": 2, "max_operands": 3, "max_operand": 19, "operators": "+-", "verifier": "exact"}
+ARITHMETIC = {
+    "difficulty": 2,
+    "operands": 2,
+    "max_operands": 3,
+    "max_operand": 19,
+    "operators": "+-",
+    "verifier": "exact",
+}
 
 
 def small_domains(root: Path) -> list[dict]:
     """The example's four mixture entries, pointed at small task files drawn here."""
     files = {
-        "arithmetic": (generate_tasks("arithmetic", seed=1, size=6, **ARITHMETIC), generate_tasks("arithmetic", seed=2, size=3, **ARITHMETIC)),
-        "basic_arithmetic": (import_tasks("reasoning-gym", dataset="basic_arithmetic", seed=1, size=6),
-                             import_tasks("reasoning-gym", dataset="basic_arithmetic", seed=2, size=3)),
-        "numeric_tables": (generate_tasks("numeric-tables", seed=1, size=4), generate_tasks("numeric-tables", seed=2, size=2)),
+        "arithmetic": (
+            generate_tasks("arithmetic", seed=1, size=6, **ARITHMETIC),
+            generate_tasks("arithmetic", seed=2, size=3, **ARITHMETIC),
+        ),
+        "basic_arithmetic": (
+            import_tasks("reasoning-gym", dataset="basic_arithmetic", seed=1, size=6),
+            import_tasks("reasoning-gym", dataset="basic_arithmetic", seed=2, size=3),
+        ),
+        "numeric_tables": (
+            generate_tasks("numeric-tables", seed=1, size=4),
+            generate_tasks("numeric-tables", seed=2, size=2),
+        ),
         "code": (import_tasks("humaneval", size=2), None),
     }
     example = yaml.safe_load(EXAMPLE.read_text())["schedule"]["mixture"]
@@ -36,16 +51,28 @@ def small_domains(root: Path) -> list[dict]:
 def test_the_example_config_loads():
     config = load_config(EXAMPLE)
     assert len(config.schedule.mixture) == 4 and config.schedule.active
-    assert config.schedule.normalization == "group" and config.schedule.curriculum and config.algorithm.advantage == "dr_grpo"
+    assert (
+        config.schedule.normalization == "group"
+        and config.schedule.curriculum
+        and config.algorithm.advantage == "dr_grpo"
+    )
     assert config.data.train == ""
 
 
 def test_a_two_step_run_on_four_small_domains(tiny_model_dir, tmp_path):
     mixture = small_domains(tmp_path)
     overrides = [
-        f"model.path={tiny_model_dir}", f"run.out={tmp_path / 'run'}", "run.steps=2", "run.checkpoint_every=0",
-        "run.loggers=[jsonl]", "run.progress=false", "rollout.prompts_per_step=4", "rollout.group_size=2",
-        "rollout.max_tokens=8", "schedule.seesaw_every=2", "schedule.seesaw_samples=1",
+        f"model.path={tiny_model_dir}",
+        f"run.out={tmp_path / 'run'}",
+        "run.steps=2",
+        "run.checkpoint_every=0",
+        "run.loggers=[jsonl]",
+        "run.progress=false",
+        "rollout.prompts_per_step=4",
+        "rollout.group_size=2",
+        "rollout.max_tokens=8",
+        "schedule.seesaw_every=2",
+        "schedule.seesaw_samples=1",
         "schedule.mixture=" + yaml.safe_dump(mixture, default_flow_style=True).strip(),
     ]
     trainer = RLTrainer(load_config(EXAMPLE, overrides))

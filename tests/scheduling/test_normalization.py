@@ -53,7 +53,9 @@ def test_running_normalisation_uses_per_domain_statistics_across_batches():
     count, mean, _ = normaliser.state.stats["code"]
     assert count == 32 and mean == pytest.approx(float(rewards[32:64].mean()), rel=1e-6)
     # A second batch from the same distributions keeps every domain on the same scale.
-    second = rms_by_domain(compute_advantages("dr_grpo", normaliser(rewards.flip(0), domains[::-1], GROUP), GROUP), domains[::-1])
+    second = rms_by_domain(
+        compute_advantages("dr_grpo", normaliser(rewards.flip(0), domains[::-1], GROUP), GROUP), domains[::-1]
+    )
     assert all(0.5 < s <= 1.0 for s in second.values()), second
     assert normaliser.state.stats["code"][0] == 64
 

@@ -31,7 +31,9 @@ def task_rates(seed: int) -> list[float]:
 def test_fires_on_a_planted_regression():
     math, code = task_rates(1), task_rates(2)
     baseline = eval_samples({"math": math, "code": code}, seed=10)
-    current = eval_samples({"math": [min(r + 0.3, 1.0) for r in math], "code": [max(r - 0.3, 0.0) for r in code]}, seed=11)
+    current = eval_samples(
+        {"math": [min(r + 0.3, 1.0) for r in math], "code": [max(r - 0.3, 0.0) for r in code]}, seed=11
+    )
     verdict = judge_seesaw(baseline, current, step=40)
     assert verdict.fired and verdict.rising == ("math",) and verdict.falling == ("code",)
     assert verdict.deltas["code"] < -0.2 < 0.2 < verdict.deltas["math"]
@@ -55,8 +57,10 @@ def test_a_drop_alone_is_not_a_seesaw():
 
 def test_actions_reweight_the_rising_domain_or_stop():
     math, code = task_rates(1), task_rates(2)
-    verdict = judge_seesaw(eval_samples({"math": math, "code": code}, seed=10),
-                           eval_samples({"math": [min(r + 0.3, 1.0) for r in math], "code": [max(r - 0.3, 0.0) for r in code]}, seed=11))
+    verdict = judge_seesaw(
+        eval_samples({"math": math, "code": code}, seed=10),
+        eval_samples({"math": [min(r + 0.3, 1.0) for r in math], "code": [max(r - 0.3, 0.0) for r in code]}, seed=11),
+    )
     tasks = make_tasks("math", 5) + make_tasks("code", 5)
     mixture = TaskMixture(tasks, mixture_weights("fixed", {"math": 5, "code": 5}), seed=0)
     assert SEESAW_ACTIONS.get("warn")(verdict, mixture, 0.5) is False

@@ -14,14 +14,23 @@ HELDOUT = make_tasks("digits", 5, start=100) + make_tasks("letters", 5, start=10
 
 
 def config(tiny_model_dir, out, steps=2, **schedule):
-    return TrainConfig.model_validate({
-        "model": {"path": str(tiny_model_dir)},
-        "rollout": {"prompts_per_step": 4, "group_size": 4, "max_tokens": 8},
-        "algorithm": {"advantage": "dr_grpo"},
-        "optim": {"lr": 2e-3, "warmup_steps": 1},
-        "run": {"steps": steps, "out": str(out), "checkpoint_every": 1, "keep_checkpoints": 5, "loggers": ["jsonl"], "progress": False},
-        "schedule": {"normalization": "group", "curriculum": True, "weights": {"digits": 3}, **schedule},
-    })
+    return TrainConfig.model_validate(
+        {
+            "model": {"path": str(tiny_model_dir)},
+            "rollout": {"prompts_per_step": 4, "group_size": 4, "max_tokens": 8},
+            "algorithm": {"advantage": "dr_grpo"},
+            "optim": {"lr": 2e-3, "warmup_steps": 1},
+            "run": {
+                "steps": steps,
+                "out": str(out),
+                "checkpoint_every": 1,
+                "keep_checkpoints": 5,
+                "loggers": ["jsonl"],
+                "progress": False,
+            },
+            "schedule": {"normalization": "group", "curriculum": True, "weights": {"digits": 3}, **schedule},
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +46,20 @@ def test_the_trainer_logs_per_domain_metrics(trained_run):
     assert [m["step"] for m in steps] == [1, 2]
     for record in steps:
         for domain in ("digits", "letters"):
-            for name in ("weight", "drawn", "trained", "share", "reward", "pass_rate", "reward_scale", "learnable", "too_easy", "too_hard", "retired", "unseen"):
+            for name in (
+                "weight",
+                "drawn",
+                "trained",
+                "share",
+                "reward",
+                "pass_rate",
+                "reward_scale",
+                "learnable",
+                "too_easy",
+                "too_hard",
+                "retired",
+                "unseen",
+            ):
                 assert f"domain/{domain}/{name}" in record, (domain, name)
         assert record["domain/digits/weight"] == pytest.approx(0.75)
         assert record["domain/digits/trained"] + record["domain/letters/trained"] == record["groups/kept"]
@@ -60,21 +82,31 @@ def test_seesaw_checks_run_through_the_evaluation_layer(trained_run):
 
 def test_report_plots_per_domain_curves(trained_run):
     html = render_report([trained_run[0].out])
-    for title in ("Training reward per domain", "Pass rate per domain", "Curriculum buckets", "Held-out pass@1 per domain"):
+    for title in (
+        "Training reward per domain",
+        "Pass rate per domain",
+        "Curriculum buckets",
+        "Held-out pass@1 per domain",
+    ):
         assert title in html
 
 
 def test_a_stopped_schedule_ends_the_run(trained_run, tiny_model_dir, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(trained_run[0].out, out)
-    trainer = RLTrainer(config(tiny_model_dir, out, steps=4, seesaw_every=1, seesaw_samples=2), tasks=TRAIN, heldout=HELDOUT)
+    trainer = RLTrainer(
+        config(tiny_model_dir, out, steps=4, seesaw_every=1, seesaw_samples=2), tasks=TRAIN, heldout=HELDOUT
+    )
     assert trainer.step_index == 2
     trainer.schedule.seesaw.state.stopped = True
     assert trainer.train() == [] and trainer.step_index == 2 and (out / "final" / "config.json").is_file()
 
 
 def _without_timings(records):
-    return [{k: v for k, v in r.items() if not k.startswith(("time/", "util/")) and not k.endswith("per_s")} for r in records]
+    return [
+        {k: v for k, v in r.items() if not k.startswith(("time/", "util/")) and not k.endswith("per_s")}
+        for r in records
+    ]
 
 
 @pytest.mark.determinism

@@ -11,8 +11,21 @@ from veriloop.verifiers import verify
 
 def test_generate_writes_a_valid_task_set(tmp_path, run_cli):
     out = tmp_path / "train.jsonl"
-    result = run_cli("tasks", "generate", "arithmetic", "--seed", "3", "--size", "20", "--out", str(out),
-                     "--difficulty", "2", "--instruction", "Answer with a number.")
+    result = run_cli(
+        "tasks",
+        "generate",
+        "arithmetic",
+        "--seed",
+        "3",
+        "--size",
+        "20",
+        "--out",
+        str(out),
+        "--difficulty",
+        "2",
+        "--instruction",
+        "Answer with a number.",
+    )
     assert result.returncode == 0, result.stderr
     assert "wrote 20 tasks (arithmetic)" in result.stderr
     tasks = load_tasks(out)
@@ -22,8 +35,9 @@ def test_generate_writes_a_valid_task_set(tmp_path, run_cli):
 
 def test_generate_numeric_tables_to_parquet(tmp_path, run_cli):
     out = tmp_path / "tables.parquet"
-    result = run_cli("tasks", "generate", "numeric-tables", "--seed", "1", "--size", "5", "--out", str(out),
-                     "--questions=2")
+    result = run_cli(
+        "tasks", "generate", "numeric-tables", "--seed", "1", "--size", "5", "--out", str(out), "--questions=2"
+    )
     assert result.returncode == 0, result.stderr
     tasks = load_tasks(out)
     assert all(len(t.gold) == 2 for t in tasks)
@@ -32,7 +46,9 @@ def test_generate_numeric_tables_to_parquet(tmp_path, run_cli):
 
 def test_bad_generator_option_is_one_line_and_exit_2(tmp_path, run_cli):
     out = tmp_path / "x.jsonl"
-    result = run_cli("tasks", "generate", "arithmetic", "--seed", "1", "--size", "5", "--out", str(out), "--colour", "red")
+    result = run_cli(
+        "tasks", "generate", "arithmetic", "--seed", "1", "--size", "5", "--out", str(out), "--colour", "red"
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: arithmetic: unknown option --colour; known: --seed, --size, --difficulty, --operands, "
@@ -46,9 +62,11 @@ def test_bad_generator_option_is_one_line_and_exit_2(tmp_path, run_cli):
 def test_import_jsonl_bad_rows_are_line_numbered(tmp_path, run_cli):
     source = tmp_path / "gsm8k.jsonl"
     source.write_text(
-        json.dumps({"question": "What is 2 + 2?", "answer": "#### 4"}) + "\n"
+        json.dumps({"question": "What is 2 + 2?", "answer": "#### 4"})
+        + "\n"
         + '{"question": "broken\n'
-        + json.dumps({"answer": "5"}) + "\n"
+        + json.dumps({"answer": "5"})
+        + "\n"
     )
     out = tmp_path / "tasks.jsonl"
     result = run_cli("tasks", "import", "jsonl", str(source), "--out", str(out))
@@ -63,8 +81,9 @@ def test_import_jsonl_and_reasoning_gym(tmp_path, run_cli):
     source = tmp_path / "qa.jsonl"
     source.write_text(json.dumps({"q": "What is 2 + 2?", "a": "4"}) + "\n")
     out = tmp_path / "qa_tasks.jsonl"
-    result = run_cli("tasks", "import", "jsonl", str(source), "--question-field", "q", "--answer-field", "a",
-                     "--out", str(out))
+    result = run_cli(
+        "tasks", "import", "jsonl", str(source), "--question-field", "q", "--answer-field", "a", "--out", str(out)
+    )
     assert result.returncode == 0, result.stderr
     assert load_tasks(out)[0].gold == "4"
     rg = tmp_path / "rg.jsonl"
@@ -75,14 +94,23 @@ def test_import_jsonl_and_reasoning_gym(tmp_path, run_cli):
 
 
 def test_import_missing_file_is_exit_2(tmp_path, run_cli):
-    result = run_cli("tasks", "import", "verl-parquet", str(tmp_path / "none.parquet"), "--out", str(tmp_path / "o.jsonl"))
+    result = run_cli(
+        "tasks", "import", "verl-parquet", str(tmp_path / "none.parquet"), "--out", str(tmp_path / "o.jsonl")
+    )
     assert result.returncode == 2 and "no such file" in result.stderr
 
 
 def test_sources_lists_generators_and_importers(run_cli):
     result = run_cli("tasks", "sources")
     assert result.returncode == 0
-    for name in ("arithmetic", "numeric-tables", "jsonl", "reasoning-gym DATASET", "verl-parquet FILE", "--max-operand"):
+    for name in (
+        "arithmetic",
+        "numeric-tables",
+        "jsonl",
+        "reasoning-gym DATASET",
+        "verl-parquet FILE",
+        "--max-operand",
+    ):
         assert name in result.stdout
 
 
@@ -90,8 +118,19 @@ def test_contamination_exit_codes(tmp_path, run_cli):
     paths = {}
     for name, seed in (("train", 1), ("same", 1), ("other", 2)):
         paths[name] = tmp_path / f"{name}.jsonl"
-        run_cli("tasks", "generate", "arithmetic", "--seed", str(seed), "--size", "30", "--difficulty", "5",
-                "--out", str(paths[name]))
+        run_cli(
+            "tasks",
+            "generate",
+            "arithmetic",
+            "--seed",
+            str(seed),
+            "--size",
+            "30",
+            "--difficulty",
+            "5",
+            "--out",
+            str(paths[name]),
+        )
     dirty = run_cli("tasks", "contamination", str(paths["train"]), str(paths["same"]), "--json")
     assert dirty.returncode == 1 and json.loads(dirty.stdout)["contaminated"] == 30
     clean = run_cli("tasks", "contamination", str(paths["train"]), str(paths["other"]))

@@ -36,8 +36,10 @@ def test_small_ranges_do_collide_and_decontaminate_removes_them():
 
 def test_chat_prompts_compare_their_last_user_message():
     train = [task("a", "Solve: 2 + 2")]
-    heldout = [task("b", [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "solve 2+2"}]),
-               task("c", "Solve: 2 + 3")]
+    heldout = [
+        task("b", [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "solve 2+2"}]),
+        task("c", "Solve: 2 + 3"),
+    ]
     report = contamination(train, heldout)
     assert [(o.heldout_id, o.train_id, o.how) for o in report.overlaps] == [("b", "a", "same question")]
     assert report.fraction == 0.5

@@ -49,8 +49,17 @@ def test_arithmetic_levels(difficulty):
 
 
 def test_arithmetic_options_and_exact_verifier():
-    tasks = generate_tasks("arithmetic", seed=2, size=50, operands=4, min_operand=5, max_operand=9,
-                           operators="*", verifier="exact", instruction="Answer with a number only.")
+    tasks = generate_tasks(
+        "arithmetic",
+        seed=2,
+        size=50,
+        operands=4,
+        min_operand=5,
+        max_operand=9,
+        operators="*",
+        verifier="exact",
+        instruction="Answer with a number only.",
+    )
     for task in tasks:
         numbers = [int(n) for n in task.metadata["expression"].replace("(", "").replace(")", "").split(" * ")]
         assert len(numbers) == 4 and all(5 <= n <= 9 for n in numbers)

@@ -13,8 +13,11 @@ from veriloop.tasks import IMPORTERS, import_tasks
 from veriloop.verifiers import verify
 
 GSM8K_ROWS = [
-    {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many in May. "
-                 "How many clips did she sell altogether?", "answer": "In May she sold 48/2 = 24.\n#### 72"},
+    {
+        "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many in May. "
+        "How many clips did she sell altogether?",
+        "answer": "In May she sold 48/2 = 24.\n#### 72",
+    },
     {"question": "Weng earns $12 an hour. How much did she earn for 50 minutes?", "answer": "#### 10"},
     {"question": "What is 1,000 + 1?", "answer": 1001},
 ]
@@ -39,20 +42,31 @@ def test_jsonl_gsm8k_style(tmp_path):
 def test_jsonl_custom_fields_and_verifier(tmp_path):
     rows = [{"uid": "a", "q": "Capital of France?", "a": "Paris"}, {"uid": "b", "q": "Capital of Japan?", "a": "Tokyo"}]
     path = write_lines(tmp_path / "facts.jsonl", rows)
-    tasks = import_tasks("jsonl", file=path, question_field="q", answer_field="a", id_field="uid",
-                         domain="facts", verifier='{"kind": "exact", "case_sensitive": false}', name="capitals")
+    tasks = import_tasks(
+        "jsonl",
+        file=path,
+        question_field="q",
+        answer_field="a",
+        id_field="uid",
+        domain="facts",
+        verifier='{"kind": "exact", "case_sensitive": false}',
+        name="capitals",
+    )
     assert [t.id for t in tasks] == ["capitals/a", "capitals/b"]
     assert verify(tasks[0], Response(id="r", task_id="capitals/a", response="paris")).passed
 
 
 def test_jsonl_reports_every_bad_row_by_line(tmp_path):
-    path = write_lines(tmp_path / "bad.jsonl", [
-        GSM8K_ROWS[0],
-        '{"question": "truncated',
-        {"question": "", "answer": "1"},
-        {"question": "q", "answer": {"x": 1}},
-        GSM8K_ROWS[1],
-    ])
+    path = write_lines(
+        tmp_path / "bad.jsonl",
+        [
+            GSM8K_ROWS[0],
+            '{"question": "truncated',
+            {"question": "", "answer": "1"},
+            {"question": "q", "answer": {"x": 1}},
+            GSM8K_ROWS[1],
+        ],
+    )
     with pytest.raises(RowErrors) as caught:
         import_tasks("jsonl", file=path)
     errors = caught.value.errors
@@ -75,11 +89,20 @@ def verl_table(rows):
 
 
 VERL_ROWS = [
-    {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "What is 6 * 7?"}], "ability": "math",
-     "reward_model": {"style": "rule", "ground_truth": "42"}, "extra_info": {"split": "train", "index": 0}},
-    {"data_source": "openai/gsm8k", "prompt": [{"role": "system", "content": "Be brief."},
-                                               {"role": "user", "content": "What is 2 + 2?"}],
-     "ability": "math", "reward_model": {"style": "rule", "ground_truth": "4"}, "extra_info": {"split": "train", "index": 1}},
+    {
+        "data_source": "openai/gsm8k",
+        "prompt": [{"role": "user", "content": "What is 6 * 7?"}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": "42"},
+        "extra_info": {"split": "train", "index": 0},
+    },
+    {
+        "data_source": "openai/gsm8k",
+        "prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": "4"},
+        "extra_info": {"split": "train", "index": 1},
+    },
 ]
 
 
@@ -102,8 +125,11 @@ def test_verl_parquet_verifier_by_data_source(tmp_path):
 
 
 def test_verl_parquet_bad_rows(tmp_path):
-    rows = [VERL_ROWS[0], {**VERL_ROWS[1], "reward_model": {"style": "rule"}},
-            {**VERL_ROWS[1], "prompt": [{"role": "narrator", "content": "x"}]}]
+    rows = [
+        VERL_ROWS[0],
+        {**VERL_ROWS[1], "reward_model": {"style": "rule"}},
+        {**VERL_ROWS[1], "prompt": [{"role": "narrator", "content": "x"}]},
+    ]
     path = tmp_path / "bad.jsonl"
     write_lines(path, rows)
     with pytest.raises(RowErrors) as caught:
@@ -115,13 +141,17 @@ def test_verl_parquet_bad_rows(tmp_path):
 def test_reasoning_gym_import_is_seeded():
     first = import_tasks("reasoning-gym", dataset="chain_sum", size=5, seed=1)
     assert first == import_tasks("reasoning-gym", dataset="chain_sum", size=5, seed=1)
-    assert [t.prompt for t in first] != [t.prompt for t in import_tasks("reasoning-gym", dataset="chain_sum", size=5, seed=2)]
+    assert [t.prompt for t in first] != [
+        t.prompt for t in import_tasks("reasoning-gym", dataset="chain_sum", size=5, seed=2)
+    ]
     assert first[0].verifier["kind"] == "reasoning_gym" and first[0].domain == "chain_sum"
     assert "<answer>" in first[0].prompt
 
 
 def test_reasoning_gym_config_and_errors():
-    tasks = import_tasks("reasoning-gym", dataset="basic_arithmetic", size=3, seed=1, config='{"min_terms": 2, "max_terms": 2}')
+    tasks = import_tasks(
+        "reasoning-gym", dataset="basic_arithmetic", size=3, seed=1, config='{"min_terms": 2, "max_terms": 2}'
+    )
     assert tasks[0].verifier["config"] == {"min_terms": 2, "max_terms": 2}
     assert all(verify(t, Response(id="r", task_id=t.id, response=t.gold)).passed for t in tasks)
     with pytest.raises(UserError, match="unknown reasoning-gym dataset 'nope'; known: ab, acre"):

@@ -7,7 +7,12 @@ from veriloop.core import Task
 def digit_tasks():
     """A task a random tiny model solves sometimes: write any digit (so RL has signal)."""
     return [
-        Task(id=f"d{i}", domain="format", prompt=f"Write a digit, {i}.", verifier={"kind": "regex", "pattern": r"\d", "mode": "search"})
+        Task(
+            id=f"d{i}",
+            domain="format",
+            prompt=f"Write a digit, {i}.",
+            verifier={"kind": "regex", "pattern": r"\d", "mode": "search"},
+        )
         for i in range(16)
     ]
 
@@ -21,7 +26,13 @@ def make_config(tiny_model_dir, tmp_path):
             "model": {"path": str(tiny_model_dir)},
             "rollout": {"prompts_per_step": 4, "group_size": 8, "max_tokens": 12},
             "optim": {"lr": 2e-3, "warmup_steps": 1},
-            "run": {"steps": 3, "out": str(tmp_path / name), "checkpoint_every": 0, "loggers": ["jsonl"], "progress": False},
+            "run": {
+                "steps": 3,
+                "out": str(tmp_path / name),
+                "checkpoint_every": 0,
+                "loggers": ["jsonl"],
+                "progress": False,
+            },
         }
         for section, fields in sections.items():
             data.setdefault(section, {}).update(fields)
@@ -90,8 +101,10 @@ def plugin_config(tmp_path, tiny_model_dir):
     project = tmp_path / "project"
     project.mkdir()
     (project / "my_kinds.py").write_text(PLUGIN_SOURCE)
-    tasks = [Task(id=f"p{i}", domain="format", prompt=f"Write a digit, {i}.", verifier={"kind": "has_digit_plugin"})
-             for i in range(8)]
+    tasks = [
+        Task(id=f"p{i}", domain="format", prompt=f"Write a digit, {i}.", verifier={"kind": "has_digit_plugin"})
+        for i in range(8)
+    ]
     write_jsonl(project / "tasks.jsonl", tasks)
     data = {
         "plugins": ["my_kinds.py"],  # relative to the config file, not to where the command runs
@@ -105,4 +118,3 @@ def plugin_config(tmp_path, tiny_model_dir):
     path = project / "config.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
-

@@ -38,7 +38,9 @@ def test_staleness_0_reproduces_the_synchronous_run(make_config, digit_tasks):
 
 def test_trajectories_never_exceed_the_staleness_bound(make_config, digit_tasks):
     for bound, correction in ((1, "behaviour"), (2, "decoupled")):
-        trainer, history = _run(make_config, digit_tasks, f"async{bound}", mode="async", max_staleness=bound, stale_correction=correction)
+        trainer, history = _run(
+            make_config, digit_tasks, f"async{bound}", mode="async", max_staleness=bound, stale_correction=correction
+        )
         assert len(history) == 4
         for step, metrics in enumerate(history, start=1):
             assert metrics["staleness/max"] <= bound
@@ -62,13 +64,26 @@ def test_utilisation_metrics_are_logged(make_config, digit_tasks):
     # A stall threshold far below an update's length: every update is reported as a stall.
     trainer, _ = _run(make_config, digit_tasks, "util", mode="async", max_staleness=1, stall_after_s=0.005)
     stalls = read_events(trainer.out)
-    assert any(e["phase"] == "train" and e["doing"].startswith("step ") and "update on 32 sequences" in e["doing"] for e in stalls), stalls
+    assert any(
+        e["phase"] == "train" and e["doing"].startswith("step ") and "update on 32 sequences" in e["doing"]
+        for e in stalls
+    ), stalls
     records = [r for r in read_metrics(trainer.out) if "util/trainer_busy_s" in r]
     assert len(records) == 4
     for record in records:
-        for key in ("util/trainer_busy_s", "util/trainer_wait_s", "util/generator_busy_s", "util/generator_wait_s",
-                    "util/engine_busy_s", "util/inference_to_training", "util/trainer_busy_fraction",
-                    "util/generator_busy_fraction", "util/queue_depth", "util/sandbox_busy_fraction", "util/verify_busy_s"):
+        for key in (
+            "util/trainer_busy_s",
+            "util/trainer_wait_s",
+            "util/generator_busy_s",
+            "util/generator_wait_s",
+            "util/engine_busy_s",
+            "util/inference_to_training",
+            "util/trainer_busy_fraction",
+            "util/generator_busy_fraction",
+            "util/queue_depth",
+            "util/sandbox_busy_fraction",
+            "util/verify_busy_s",
+        ):
             assert key in record and record[key] >= 0, key
         assert record["util/engine_busy_s"] > 0
         assert 0 < record["util/generator_busy_fraction"] <= 1
@@ -76,8 +91,13 @@ def test_utilisation_metrics_are_logged(make_config, digit_tasks):
 
 @pytest.mark.determinism
 def test_kill_and_resume_keeps_exactly_once_accounting(tmp_path, config_file, digit_tasks):
-    path = config_file(rollout={"prompts_per_step": 3}, algorithm={"max_refills": 1}, optim={"warmup_steps": 1},
-                       pipeline={"mode": "async", "max_staleness": 2}, run={"steps": 6, "checkpoint_every": 2})
+    path = config_file(
+        rollout={"prompts_per_step": 3},
+        algorithm={"max_refills": 1},
+        optim={"warmup_steps": 1},
+        pipeline={"mode": "async", "max_staleness": 2},
+        run={"steps": 6, "checkpoint_every": 2},
+    )
     out = tmp_path / "run"
     veriloop = [sys.executable, "-m", "veriloop.cli._entry", "train", str(path), f"run.out={out}"]
     process = subprocess.Popen(veriloop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -109,9 +129,19 @@ def test_steps_without_an_update_do_not_stall_the_producer(make_config):
     """Every group has no signal: no step updates, and the pipeline still runs to the end."""
     from veriloop.core import Task
 
-    impossible = [Task(id=f"x{i}", domain="none", prompt=f"Say {i}.", verifier={"kind": "regex", "pattern": "^never-[0-9]{40}$"}) for i in range(8)]
-    trainer = RLTrainer(make_config(name="skips", run={"steps": 3}, algorithm={"max_refills": 0},
-                                    pipeline={"mode": "async", "max_staleness": 1, "stall_after_s": 60}), tasks=impossible)
+    impossible = [
+        Task(id=f"x{i}", domain="none", prompt=f"Say {i}.", verifier={"kind": "regex", "pattern": "^never-[0-9]{40}$"})
+        for i in range(8)
+    ]
+    trainer = RLTrainer(
+        make_config(
+            name="skips",
+            run={"steps": 3},
+            algorithm={"max_refills": 0},
+            pipeline={"mode": "async", "max_staleness": 1, "stall_after_s": 60},
+        ),
+        tasks=impossible,
+    )
     history = trainer.train()
     assert [m.get("skipped") for m in history] == [1, 1, 1]
     ledger = read_ledger(trainer.out)
@@ -123,7 +153,10 @@ def test_stale_tokens_ratio_is_truncated_at_is_cap(make_config, digit_tasks):
     from veriloop.training._batch import token_batch
     from veriloop.training._objective import LossInputs
 
-    trainer = RLTrainer(make_config(name="cap", rollout={"prompts_per_step": 1}, pipeline={"mode": "async", "is_cap": 2.0}), tasks=digit_tasks)
+    trainer = RLTrainer(
+        make_config(name="cap", rollout={"prompts_per_step": 1}, pipeline={"mode": "async", "is_cap": 2.0}),
+        tasks=digit_tasks,
+    )
     batch = token_batch([t for g in trainer._sample_groups(1).groups for t in g], trainer.engine.pad_token_id)
     old = batch.sampler_logprobs - 5.0  # ratio e^5 on every token
     advantages = -torch.ones(len(batch))

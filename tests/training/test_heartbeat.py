@@ -23,7 +23,9 @@ def test_a_stalled_phase_is_reported_with_what_it_was_doing(tmp_path):
     stop.set()
     worker.join()
     heartbeats.close()
-    assert [(s.phase, s.doing) for s in seen] == [("rollout", "step 3, round 1: 4 prompts x 8 samples, 5/32 episodes done")]
+    assert [(s.phase, s.doing) for s in seen] == [
+        ("rollout", "step 3, round 1: 4 prompts x 8 samples, 5/32 episodes done")
+    ]
     assert seen[0].quiet_s >= 0.2
     events = read_events(tmp_path)
     assert [(e["event"], e["phase"]) for e in events] == [("stall", "rollout")]  # once per stall

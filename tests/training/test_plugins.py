@@ -15,8 +15,14 @@ def test_veriloop_train_uses_a_plugin_kind_and_estimator(plugin_config, tmp_path
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     environment = {k: v for k, v in os.environ.items() if k != "VERILOOP_PLUGINS"}
-    done = subprocess.run([sys.executable, "-m", "veriloop.cli._entry", "train", str(plugin_config), f"run.out={out}"],
-                          capture_output=True, text=True, cwd=elsewhere, env=environment, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "veriloop.cli._entry", "train", str(plugin_config), f"run.out={out}"],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=environment,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     scores = [t.score for t in TrajectoryStore(out / "trajectories")]
     assert [r["step"] for r in read_metrics(out)] == [1, 2]
@@ -28,8 +34,12 @@ def test_without_its_plugin_the_config_names_an_unknown_estimator(plugin_config,
     text = plugin_config.read_text().replace("- my_kinds.py", "[]").replace("plugins:\n", "plugins: ")
     bare = plugin_config.with_name("bare.yaml")
     bare.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "veriloop.cli._entry", "train", str(bare), f"run.out={tmp_path / 'x'}"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "veriloop.cli._entry", "train", str(bare), f"run.out={tmp_path / 'x'}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2 and "unknown advantage estimator 'centred_plugin'" in done.stderr
 
 

@@ -5,7 +5,15 @@ import json
 
 def test_short_quickstart_runs_end_to_end_and_resumes(tmp_path, run_cli):
     out = tmp_path / "qs"
-    settings = [f"out={out}", "train_size=300", "heldout_size=40", "sft_steps=15", "rl_steps=2", "prompts_per_step=8", "eval_samples=2"]
+    settings = [
+        f"out={out}",
+        "train_size=300",
+        "heldout_size=40",
+        "sft_steps=15",
+        "rl_steps=2",
+        "prompts_per_step=8",
+        "eval_samples=2",
+    ]
     result = run_cli("quickstart", *settings, timeout=900)
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())

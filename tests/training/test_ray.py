@@ -60,9 +60,22 @@ def _ray_start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     with log.open("wb") as out:
         return subprocess.Popen(
-            [str(RAY), "start", "--block", "--node-ip-address", HOST, "--object-store-memory", str(100 * 2**20),
-             "--dashboard-agent-listen-port", str(_free_port()), *args],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            [
+                str(RAY),
+                "start",
+                "--block",
+                "--node-ip-address",
+                HOST,
+                "--object-store-memory",
+                str(100 * 2**20),
+                "--dashboard-agent-listen-port",
+                str(_free_port()),
+                *args,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
 
 
@@ -127,14 +140,31 @@ def ray_cluster() -> Iterator[Cluster]:
 def _start_cluster() -> Iterator[Cluster]:
     root = Path(tempfile.mkdtemp(prefix="vlray-", dir="/tmp"))  # short: Ray's socket paths must fit in 107 bytes
     port = _free_port()
-    processes = [_ray_start(["--head", "--port", str(port), "--num-cpus", "0", "--include-dashboard=false",
-                             "--ray-client-server-port", str(_free_port()), "--temp-dir", str(root)], root / "head.log")]
+    processes = [
+        _ray_start(
+            [
+                "--head",
+                "--port",
+                str(port),
+                "--num-cpus",
+                "0",
+                "--include-dashboard=false",
+                "--ray-client-server-port",
+                str(_free_port()),
+                "--temp-dir",
+                str(root),
+            ],
+            root / "head.log",
+        )
+    ]
     try:
         _wait_until(lambda: _accepts(port) or processes[0].poll() is not None, START_TIMEOUT_S, "the Ray head")
         assert processes[0].poll() is None, (root / "head.log").read_text(errors="replace")
         # The worker node may still be joining when a test starts: actors wait for its CPUs.
         # Three: two actors, and room for a replacement before a lost actor's CPU is released.
-        processes.append(_ray_start(["--address", f"{HOST}:{port}", "--num-cpus", "3", "--temp-dir", str(root)], root / "worker.log"))
+        processes.append(
+            _ray_start(["--address", f"{HOST}:{port}", "--num-cpus", "3", "--temp-dir", str(root)], root / "worker.log")
+        )
         yield Cluster(f"{HOST}:{port}")
     finally:
         for process in reversed(processes):
@@ -154,20 +184,37 @@ def _torch_threads() -> Iterator[None]:
 
 def _spec(model_dir: Path, tools: tuple[str, ...] = ("python",), concurrency: int = 64) -> WorkerSpec:
     episode = EpisodeConfig(max_tokens_per_turn=12, tools=tools, stop=StopConfig(max_turns=2))
-    return WorkerSpec(ModelSection(path=str(model_dir)), episode, max_batch_size=64, concurrency=concurrency,
-                      tools=tools, sandbox_workers=1, torch_threads=1)
+    return WorkerSpec(
+        ModelSection(path=str(model_dir)),
+        episode,
+        max_batch_size=64,
+        concurrency=concurrency,
+        tools=tools,
+        sandbox_workers=1,
+        torch_threads=1,
+    )
 
 
 def _pipeline(cluster: Cluster, workers: int = 2, retries: int = 2) -> PipelineSection:
-    return PipelineSection(backend="ray", ray_address=cluster.address, workers=workers, worker_cpus=1,
-                           worker_retries=retries, torch_threads=1)
+    return PipelineSection(
+        backend="ray",
+        ray_address=cluster.address,
+        workers=workers,
+        worker_cpus=1,
+        worker_retries=retries,
+        torch_threads=1,
+    )
 
 
 def _print_tasks(count: int) -> list[Task]:
     """Programs graded on their stdout: the verifier runs each answer in the sandbox."""
     return [
-        Task(id=f"p{i}", domain="code", prompt=f"Write a Python program that prints {i}.",
-             verifier={"kind": "stdio", "cases": [{"input": "", "output": str(i)}]})
+        Task(
+            id=f"p{i}",
+            domain="code",
+            prompt=f"Write a Python program that prints {i}.",
+            verifier={"kind": "stdio", "cases": [{"input": "", "output": str(i)}]},
+        )
         for i in range(count)
     ]
 
@@ -194,7 +241,9 @@ def _runs_sandbox(pid: int) -> bool:
     return False
 
 
-def _local_rollout(spec: WorkerSpec, update: dict[str, torch.Tensor] | None, tasks: list[Task], group_size: int, seed: int) -> Any:
+def _local_rollout(
+    spec: WorkerSpec, update: dict[str, torch.Tensor] | None, tasks: list[Task], group_size: int, seed: int
+) -> Any:
     worker = RolloutWorker(spec)
     try:
         if update is not None:
@@ -223,7 +272,9 @@ def test_rollouts_run_on_the_worker_node_and_match_a_local_worker(ray_cluster, t
     try:
         backend.set_weights(1, update)
         reported: list[tuple[int, int]] = []
-        batch = backend.rollout(tasks, group_size=2, seed=11, progress=lambda done, total: reported.append((done, total)))
+        batch = backend.rollout(
+            tasks, group_size=2, seed=11, progress=lambda done, total: reported.append((done, total))
+        )
         placements = backend.placements()
         worker_node = _worker_node_id()
         sandboxed = [_runs_sandbox(p.pid) for p in placements]
@@ -253,7 +304,9 @@ def test_a_worker_killed_mid_batch_loses_nothing(ray_cluster, tiny_model_dir):
         victim = backend.placements()[0]
         with ThreadPoolExecutor(max_workers=1) as pool:
             running = pool.submit(backend.rollout, tasks, 2, 5)
-            _wait_until(lambda: _runs_sandbox(victim.pid) or running.done(), START_TIMEOUT_S, "the first shard to start")
+            _wait_until(
+                lambda: _runs_sandbox(victim.pid) or running.done(), START_TIMEOUT_S, "the first shard to start"
+            )
             assert not running.done()
             os.kill(victim.pid, signal.SIGKILL)
             batch = running.result(timeout=300)
@@ -261,7 +314,9 @@ def test_a_worker_killed_mid_batch_loses_nothing(ray_cluster, tiny_model_dir):
     finally:
         backend.close()
     assert victim.pid not in {p.pid for p in survivors}
-    assert [(t.task_id, t.sample_index) for t in batch.trajectories] == [(task.id, j) for task in tasks for j in range(2)]
+    assert [(t.task_id, t.sample_index) for t in batch.trajectories] == [
+        (task.id, j) for task in tasks for j in range(2)
+    ]
     assert _sampled(batch.trajectories) == _sampled(expected.trajectories)
 
 
@@ -271,7 +326,9 @@ def test_a_shard_lost_more_often_than_allowed_is_a_clear_error(ray_cluster, tiny
     backend = RayBackend(spec, _pipeline(ray_cluster, workers=1, retries=0), full_state(model))
     try:
         os.kill(backend.placements()[0].pid, signal.SIGKILL)
-        with pytest.raises(RolloutWorkerLost, match=r"tasks \[0:3\) was lost with 1 Ray workers.*pipeline.worker_retries"):
+        with pytest.raises(
+            RolloutWorkerLost, match=r"tasks \[0:3\) was lost with 1 Ray workers.*pipeline.worker_retries"
+        ):
             backend.rollout(_print_tasks(3), group_size=1, seed=0)
     finally:
         backend.close()
@@ -283,13 +340,26 @@ def test_training_with_ray_rollouts_matches_local_training(ray_cluster, tiny_mod
     sample the same completions and end at the same weights, bit for bit: the same algorithm on
     the same data, sampled in other batch shapes, which strict MKL makes irrelevant."""
     tasks = [
-        Task(id=f"d{i}", domain="format", prompt=f"Write a digit, {i}.", verifier={"kind": "regex", "pattern": r"\d", "mode": "search"})
+        Task(
+            id=f"d{i}",
+            domain="format",
+            prompt=f"Write a digit, {i}.",
+            verifier={"kind": "regex", "pattern": r"\d", "mode": "search"},
+        )
         for i in range(8)
     ]
     common = [
-        f"model.path={tiny_model_dir}", "rollout.prompts_per_step=3", "rollout.group_size=4", "rollout.max_tokens=8",
-        "optim.lr=2e-3", "optim.warmup_steps=1", "run.steps=3", "run.checkpoint_every=0", "run.loggers=[jsonl]",
-        "run.progress=false", "pipeline.torch_threads=1",
+        f"model.path={tiny_model_dir}",
+        "rollout.prompts_per_step=3",
+        "rollout.group_size=4",
+        "rollout.max_tokens=8",
+        "optim.lr=2e-3",
+        "optim.warmup_steps=1",
+        "run.steps=3",
+        "run.checkpoint_every=0",
+        "run.loggers=[jsonl]",
+        "run.progress=false",
+        "pipeline.torch_threads=1",
     ]
     on_ray = ["pipeline.backend=ray", f"pipeline.ray_address={ray_cluster.address}", "pipeline.workers=2"]
     variants = {"local": [], "ray": on_ray, "ray_async": [*on_ray, "pipeline.mode=async", "pipeline.max_staleness=0"]}
@@ -306,7 +376,11 @@ def test_training_with_ray_rollouts_matches_local_training(ray_cluster, tiny_mod
         out = tmp_path / name
         trainer = RLTrainer(load_config(None, [*common, f"run.out={out}", *extra]), tasks=tasks)
         history = trainer.train()
-        runs[name] = [m["reward/mean"] for m in history], _sampled(TrajectoryStore(out / "trajectories")), trainer.model.state_dict()
+        runs[name] = (
+            [m["reward/mean"] for m in history],
+            _sampled(TrajectoryStore(out / "trajectories")),
+            trainer.model.state_dict(),
+        )
     assert len(ray_rollouts) >= 2 * 3  # both Ray runs sampled through the backend, each step at least once
     local_rewards, local_samples, local_weights = runs["local"]
     assert len(local_samples) >= 3 * 4 and len({s["policy_version"] for s in local_samples}) == 3
@@ -322,8 +396,16 @@ def test_a_plugin_kind_reaches_the_ray_actors(ray_cluster, plugin_config, tmp_pa
     """The actors were started before the plugin existed: only the worker spec tells them to load it."""
     monkeypatch.setenv("VERILOOP_PLUGINS", "")  # what this test loads is not passed on to later tests
     out = tmp_path / "run"
-    config = load_config(plugin_config, [f"run.out={out}", "pipeline.backend=ray", f"pipeline.ray_address={ray_cluster.address}",
-                                         "pipeline.workers=2", "pipeline.torch_threads=1"])
+    config = load_config(
+        plugin_config,
+        [
+            f"run.out={out}",
+            "pipeline.backend=ray",
+            f"pipeline.ray_address={ray_cluster.address}",
+            "pipeline.workers=2",
+            "pipeline.torch_threads=1",
+        ],
+    )
     RLTrainer(config).train()
     scores = [t.score for t in TrajectoryStore(out / "trajectories")]
     assert len(scores) >= 2 * 4 and all(s.status == "scored" for s in scores)

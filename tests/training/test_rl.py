@@ -39,7 +39,9 @@ def test_gradient_accumulation_4x2_equals_8x1(make_config, digit_tasks):
     for micro in (8, 2):
         # No clipping (the norm bound is out of reach), so the gradients left after the update are the accumulated ones.
         optim = {"micro_batch_size": micro, "max_grad_norm": 1e9}
-        trainer = RLTrainer(make_config(name=f"acc{micro}", optim=optim, rollout={"prompts_per_step": 1}), tasks=digit_tasks)
+        trainer = RLTrainer(
+            make_config(name=f"acc{micro}", optim=optim, rollout={"prompts_per_step": 1}), tasks=digit_tasks
+        )
         groups = trainer._sample_groups(1).groups
         trajectories = [t for g in groups for t in g]
         batch = token_batch(trajectories, trainer.engine.pad_token_id)
@@ -71,7 +73,9 @@ def test_kl_penalty_and_reference_model(make_config, digit_tasks):
 def test_lora_path_trains_adapters_only(make_config, digit_tasks, tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
-    trainer = RLTrainer(make_config(model={"lora_rank": 4}, algorithm={"beta": 0.05}, run={"steps": 2}), tasks=digit_tasks)
+    trainer = RLTrainer(
+        make_config(model={"lora_rank": 4}, algorithm={"beta": 0.05}, run={"steps": 2}), tasks=digit_tasks
+    )
     trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
     history = trainer.train()
@@ -82,12 +86,17 @@ def test_lora_path_trains_adapters_only(make_config, digit_tasks, tiny_model_dir
 
 
 def test_overlong_mask_excludes_cut_answers(make_config, digit_tasks):
-    trainer = RLTrainer(make_config(algorithm={"overlong": "mask"}, rollout={"max_tokens": 3}, run={"steps": 1}), tasks=digit_tasks)
+    trainer = RLTrainer(
+        make_config(algorithm={"overlong": "mask"}, rollout={"max_tokens": 3}, run={"steps": 1}), tasks=digit_tasks
+    )
     groups = trainer._sample_groups(1).groups
     trajectories = [t for g in groups for t in g]
     _, keep = trainer._shaped_rewards(trajectories)
     assert keep.tolist() == [0.0 if t.stop_reason == "max_tokens" else 1.0 for t in trajectories]
-    penalised = RLTrainer(make_config(name="pen", algorithm={"overlong": "penalty", "overlong_buffer": 2}, rollout={"max_tokens": 3}), tasks=digit_tasks)
+    penalised = RLTrainer(
+        make_config(name="pen", algorithm={"overlong": "penalty", "overlong_buffer": 2}, rollout={"max_tokens": 3}),
+        tasks=digit_tasks,
+    )
     rewards, _ = penalised._shaped_rewards(trajectories)
     for t, shaped in zip(trajectories, rewards.tolist()):
         length = sum(t.loss_mask)
@@ -103,14 +112,18 @@ def test_lean_logprobs_share_each_prompt_and_equal_the_model(make_config, digit_
     trainer.close()
     batch = token_batch([t for group in groups for t in group], trainer.engine.pad_token_id)
     prefix_ids, _, row_prefix, _, _ = _shared_prompts(batch, "cpu")
-    assert prefix_ids.shape[0] == len(groups) and row_prefix.tolist() == [g for g in range(len(groups)) for _ in range(4)]
+    assert prefix_ids.shape[0] == len(groups) and row_prefix.tolist() == [
+        g for g in range(len(groups)) for _ in range(4)
+    ]
     model = trainer.model.double()
     results = []
     for lean in (trainer.engine.lean, None):
         model.zero_grad()
         logprobs, entropy = completion_logprobs(model, batch, 0.7, with_entropy=True, lean=lean)
         ((logprobs + entropy) * batch.loss_mask).sum().backward()
-        results.append((logprobs * batch.loss_mask, entropy * batch.loss_mask, [p.grad.clone() for p in model.parameters()]))
+        results.append(
+            (logprobs * batch.loss_mask, entropy * batch.loss_mask, [p.grad.clone() for p in model.parameters()])
+        )
     (lean_logprobs, lean_entropy, lean_grads), (logprobs, entropy, grads) = results
     # In float64 the two differ only by the rotary angles (fp32 in the lean pass, fp64 in the
     # model after .double()): ~1e-7 of each tensor's scale, where any mix-up of prompts is O(1).

@@ -13,16 +13,29 @@ def test_tokenizer_round_trips_through_autotokenizer(tiny_model_dir):
     built = build_tokenizer(TinyModelSpec())
     loaded = AutoTokenizer.from_pretrained(tiny_model_dir)
     samples = [
-        "What is 12 + 7 - 3?", "  café naïve ﬁ Å A\u030a", "def f(x):\n\treturn x\r\n",
-        "<|im_start|>user\nhi<|im_end|>\n", "日本語 😀 don't", "-1234567890", "x" * 300,
+        "What is 12 + 7 - 3?",
+        "  café naïve ﬁ Å A\u030a",
+        "def f(x):\n\treturn x\r\n",
+        "<|im_start|>user\nhi<|im_end|>\n",
+        "日本語 😀 don't",
+        "-1234567890",
+        "x" * 300,
     ]
     for text in samples:
         ids = built.encode(text, add_special_tokens=False)
         assert loaded.encode(text, add_special_tokens=False) == ids, text
         assert loaded.decode(ids) == built.decode(ids)
-    assert [loaded.convert_ids_to_tokens(i) for i in loaded.encode("2026", add_special_tokens=False)] == ["2", "0", "2", "6"]
+    assert [loaded.convert_ids_to_tokens(i) for i in loaded.encode("2026", add_special_tokens=False)] == [
+        "2",
+        "0",
+        "2",
+        "6",
+    ]
     chat = [{"role": "user", "content": "hi"}]
-    assert loaded.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        loaded.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert loaded.eos_token == "<|im_end|>" and loaded.pad_token == "<|endoftext|>"
 
 
@@ -40,7 +53,10 @@ def test_sft_lowers_loss_on_assistant_tokens_only(tiny_model_dir):
     from veriloop.training import tokenize_conversation, train_sft
 
     engine = create_engine("hf", model=str(tiny_model_dir))
-    chats = [[{"role": "user", "content": f"What is {i} + 1?"}, {"role": "assistant", "content": str(i + 1)}] for i in range(40)]
+    chats = [
+        [{"role": "user", "content": f"What is {i} + 1?"}, {"role": "assistant", "content": str(i + 1)}]
+        for i in range(40)
+    ]
     ids, mask = tokenize_conversation(engine.tokenizer, chats[3])
     assistant = [t for t, m in zip(ids, mask) if m]
     assert engine.tokenizer.decode(assistant) == "4<|im_end|>"
@@ -52,9 +68,24 @@ def test_sft_lowers_loss_on_assistant_tokens_only(tiny_model_dir):
 
 def test_sft_command_writes_a_loadable_model(tmp_path, tiny_model_dir, run_cli):
     data = tmp_path / "sft.jsonl"
-    data.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"{i}?"}, {"role": "assistant", "content": str(i)}]}) + "\n" for i in range(8)))
+    data.write_text(
+        "".join(
+            json.dumps({"messages": [{"role": "user", "content": f"{i}?"}, {"role": "assistant", "content": str(i)}]})
+            + "\n"
+            for i in range(8)
+        )
+    )
     config = tmp_path / "sft.yaml"
-    config.write_text(yaml.safe_dump({"model": {"path": str(tiny_model_dir)}, "data": {"train": str(data)}, "optim": {"steps": 3, "batch_size": 4}, "run": {"out": str(tmp_path / "out"), "progress": False}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"path": str(tiny_model_dir)},
+                "data": {"train": str(data)},
+                "optim": {"steps": 3, "batch_size": 4},
+                "run": {"out": str(tmp_path / "out"), "progress": False},
+            }
+        )
+    )
     result = run_cli("sft", str(config), "optim.lr=0.002")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "model.safetensors").exists()
@@ -79,7 +110,9 @@ def test_bad_configs_are_one_line_errors(tmp_path, run_cli, content, override, m
 
 def test_bad_sft_rows_are_reported_by_line(tmp_path, tiny_model_dir, run_cli):
     data = tmp_path / "sft.jsonl"
-    data.write_text('{"messages": [{"role": "user", "content": "a"}]}\n{"messages": [{"role": "robot", "content": "b"}]}\n')
+    data.write_text(
+        '{"messages": [{"role": "user", "content": "a"}]}\n{"messages": [{"role": "robot", "content": "b"}]}\n'
+    )
     config = tmp_path / "sft.yaml"
     config.write_text(yaml.safe_dump({"model": {"path": str(tiny_model_dir)}, "data": {"train": str(data)}}))
     result = run_cli("sft", str(config))

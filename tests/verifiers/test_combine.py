@@ -51,13 +51,17 @@ def test_weighted_mean_and_threshold():
 
 
 def test_per_check_gold():
-    combo = {"kind": "all_of", "checks": [{"verifier": MATH, "gold": "7"}, {"verifier": {"kind": "exact"}, "gold": "7"}]}
+    combo = {
+        "kind": "all_of",
+        "checks": [{"verifier": MATH, "gold": "7"}, {"verifier": {"kind": "exact"}, "gold": "7"}],
+    }
     assert score(combo, "7", gold=None).passed
 
 
 def test_penalties_subtract_and_fail():
     combo = {
-        "kind": "all_of", "checks": [{"verifier": MATH}],
+        "kind": "all_of",
+        "checks": [{"verifier": MATH}],
         "penalties": [{"kind": "too_long", "max_chars": 40, "amount": 0.3}],
     }
     short = score(combo, "\\boxed{42}")
@@ -76,8 +80,10 @@ def test_no_final_answer_penalty():
 
 def test_a_fatal_unsafe_pattern_skips_the_checks():
     combo = {
-        "kind": "all_of", "checks": [{"verifier": MATH}],
-        "penalties": [{"kind": "unsafe_pattern", "fatal": True}], "floor": -1.0,
+        "kind": "all_of",
+        "checks": [{"verifier": MATH}],
+        "penalties": [{"kind": "unsafe_pattern", "fatal": True}],
+        "floor": -1.0,
     }
     result = score(combo, "import subprocess; subprocess.run(['rm', '-rf', '/'])\n\\boxed{42}")
     assert result.reward == -1.0 and not result.passed

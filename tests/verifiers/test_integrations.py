@@ -27,8 +27,11 @@ def test_trl_reward_function_scores_a_batch_by_task_id(tasks, tmp_path):
         [{"role": "assistant", "content": "no idea"}],
     ]
     rewards = reward(
-        prompts=[row["prompt"] for row in rows], completions=completions,
-        completion_ids=[[1, 2]] * len(rows), task_id=[row["task_id"] for row in rows], trainer_state=None,
+        prompts=[row["prompt"] for row in rows],
+        completions=completions,
+        completion_ids=[[1, 2]] * len(rows),
+        task_id=[row["task_id"] for row in rows],
+        trainer_state=None,
     )
     assert rewards == [1.0] * 7 + [0.0]
     assert reward.__name__ == "veriloop"
@@ -72,7 +75,9 @@ def test_verl_rows_round_trip_through_the_importer(tasks, tmp_path):
     compute_score = make_compute_score(tasks)
     for row in verl_rows(tasks[:6]):
         answer = f"\\boxed{{{row['reward_model']['ground_truth']}}}"
-        assert compute_score(row["data_source"], answer, row["reward_model"]["ground_truth"], row["extra_info"])["passed"]
+        assert compute_score(row["data_source"], answer, row["reward_model"]["ground_truth"], row["extra_info"])[
+            "passed"
+        ]
 
 
 def test_module_level_compute_score_reads_tasks_from_the_environment(tasks, tmp_path):
@@ -82,7 +87,12 @@ def test_module_level_compute_score_reads_tasks_from_the_environment(tasks, tmp_
         "from veriloop.integrations import compute_score;"
         f"print(compute_score('x', '\\\\boxed{{{tasks[1].gold}}}', None, {{'task_id': {tasks[1].id!r}}})['score'])"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={"VERILOOP_TASKS": str(path), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"VERILOOP_TASKS": str(path), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1.0"

@@ -44,8 +44,9 @@ def test_partial_credit_is_the_fraction_right_and_feedback_names_the_problems():
 
 
 def test_all_or_nothing_and_reveal_expected():
-    result = score("revenue: 1234.5\ngross_margin_pct: 13.5\nnet_income: -20", all_or_nothing=True,
-                   reveal_expected=True)
+    result = score(
+        "revenue: 1234.5\ngross_margin_pct: 13.5\nnet_income: -20", all_or_nothing=True, reveal_expected=True
+    )
     assert result.reward == 0.0 and "(expected 12.5)" in result.feedback
 
 

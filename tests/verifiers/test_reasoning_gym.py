@@ -9,9 +9,21 @@ from veriloop.tasks import import_tasks
 from veriloop.verifiers import verify
 
 GENERATORS = [
-    "basic_arithmetic", "chain_sum", "leg_counting", "gcd", "word_sorting", "spell_backward",
-    "letter_counting", "number_sorting", "caesar_cipher", "fraction_simplification", "arc_1d",
-    "mini_sudoku", "countdown", "family_relationships", "simple_equations",
+    "basic_arithmetic",
+    "chain_sum",
+    "leg_counting",
+    "gcd",
+    "word_sorting",
+    "spell_backward",
+    "letter_counting",
+    "number_sorting",
+    "caesar_cipher",
+    "fraction_simplification",
+    "arc_1d",
+    "mini_sudoku",
+    "countdown",
+    "family_relationships",
+    "simple_equations",
 ]
 
 

@@ -89,6 +89,9 @@ def test_the_walker_catches_a_planted_import(tmp_path):
     )
     problems = _violations(tmp_path / "veriloop")
     assert [p.rpartition(" imports ")[2] for p in problems] == [
-        "numpy", "veriloop.core", "veriloop.somewhere", "pydantic",
+        "numpy",
+        "veriloop.core",
+        "veriloop.somewhere",
+        "pydantic",
     ]
     assert all("_bad.py" in p for p in problems)

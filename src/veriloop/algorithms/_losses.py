@@ -124,7 +124,9 @@ def policy_loss(
     return loss, metrics
 
 
-def truncated_importance_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float) -> torch.Tensor:
+def truncated_importance_weights(
+    proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float
+) -> torch.Tensor:
     """(B, T) weights min(pi_prox / pi_behaviour, cap) that correct stale samples (truncated IS).
 
     ``behaviour_logprobs`` are the sampler's (the stale version that generated the tokens);

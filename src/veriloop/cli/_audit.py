@@ -11,13 +11,26 @@ def _table(report):
     from rich.table import Table
 
     table = Table(title=f"verifier audit: {report.tasks} tasks sampled", title_justify="left")
-    for column, justify in (("kind", "left"), ("threat", "left"), ("tasks", "right"), ("fooled", "right"),
-                            ("grader broke", "right"), ("max reward", "right"), ("worst case", "left")):
+    for column, justify in (
+        ("kind", "left"),
+        ("threat", "left"),
+        ("tasks", "right"),
+        ("fooled", "right"),
+        ("grader broke", "right"),
+        ("max reward", "right"),
+        ("worst case", "left"),
+    ):
         table.add_column(column, justify=justify, overflow="fold")
     for row in report.rows:
         table.add_row(
-            row.kind, row.category, str(row.tasks), str(row.fooled), str(row.broke), f"{row.max_reward:.2f}",
-            row.example if not row.ok or row.max_reward > 0 else "", style=None if row.ok else "bold red",
+            row.kind,
+            row.category,
+            str(row.tasks),
+            str(row.fooled),
+            str(row.broke),
+            f"{row.max_reward:.2f}",
+            row.example if not row.ok or row.max_reward > 0 else "",
+            style=None if row.ok else "bold red",
         )
     return table
 
@@ -28,12 +41,15 @@ def audit(
     repeats: int = typer.Option(2, "--repeats", min=1, max=20, help="runs of each gold answer (flakiness check)"),
     per_kind: int = typer.Option(25, "--per-kind", min=1, help="tasks sampled per verifier kind"),
     workers: int = typer.Option(2, "--workers", min=1, max=256, help="sandboxed processes run at once"),
-    plugins: list[str] = typer.Option([], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"),
+    plugins: list[str] = typer.Option(
+        [], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"
+    ),
 ) -> int:
     """Red-team the task set's verifiers with a library of reward hacks and mutated gold answers.
 
     One exploit or more per threat category, adapted to each verifier kind; gold answers must
-    pass and repeated runs must agree. Prints a table, writes JSON with --out, and exits 1 when a verifier was fooled, broke, was
+    pass and repeated runs must agree. Prints a table, writes JSON with --out, and exits 1 when
+    a verifier was fooled, broke, was
     flaky or rejected a gold answer.
     """
     import json
@@ -57,7 +73,10 @@ def audit(
     with Progress(console=err, transient=True, disable=not sys.stderr.isatty()) as progress:
         bar = progress.add_task("auditing", total=None)
         report = audit_tasks(
-            task_list, repeats=repeats, per_kind=per_kind, threads=2 * workers,
+            task_list,
+            repeats=repeats,
+            per_kind=per_kind,
+            threads=2 * workers,
             on_score=lambda _: progress.advance(bar),
         )
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -68,5 +87,7 @@ def audit(
         with atomic_write(out) as handle:
             json.dump({"ok": report.ok, **report.model_dump(mode="json")}, handle, indent=2)
     verdict = "no verifier was fooled" if report.ok else "verifiers were fooled, broke or were flaky"
-    err.print(f"{report.responses} responses checked: {verdict}", style="green" if report.ok else "bold red", markup=False)
+    err.print(
+        f"{report.responses} responses checked: {verdict}", style="green" if report.ok else "bold red", markup=False
+    )
     return 0 if report.ok else 1

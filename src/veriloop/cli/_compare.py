@@ -10,8 +10,12 @@ import typer
 def compare(
     baseline: Path = typer.Argument(..., help="eval directory of the baseline (A)"),
     candidate: Path = typer.Argument(..., help="eval directory of the candidate (B)"),
-    gate: bool = typer.Option(False, "--gate", help="exit 1 when any domain (or the total) drops significantly by more than --max-drop"),
-    max_drop: float = typer.Option(0.0, "--max-drop", min=0.0, max=1.0, help="tolerated drop in pass@1 (0.02 = 2 points)"),
+    gate: bool = typer.Option(
+        False, "--gate", help="exit 1 when any domain (or the total) drops significantly by more than --max-drop"
+    ),
+    max_drop: float = typer.Option(
+        0.0, "--max-drop", min=0.0, max=1.0, help="tolerated drop in pass@1 (0.02 = 2 points)"
+    ),
     resamples: int = typer.Option(2000, "--resamples", min=100, help="paired bootstrap resamples"),
     seed: int = typer.Option(0, "--seed", help="bootstrap seed"),
     examples: int = typer.Option(3, "--examples", min=0, help="flipped tasks shown per direction"),
@@ -54,17 +58,31 @@ def _print(result, run_a, run_b, examples: int) -> None:
         table.add_column(column, justify="left" if column in ("domain", "") else "right")
     for d in result.domains:
         flag = {"up": "[green]up[/green]", "down": "[red]DOWN[/red]"}.get(d.direction, "")
-        table.add_row(d.domain, str(d.tasks), f"{d.a:.3f}", f"{d.b:.3f}", f"{d.delta:+.3f}",
-                      f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]", f"{d.p_value:.3f}", flag)
+        table.add_row(
+            d.domain,
+            str(d.tasks),
+            f"{d.a:.3f}",
+            f"{d.b:.3f}",
+            f"{d.delta:+.3f}",
+            f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]",
+            f"{d.p_value:.3f}",
+            flag,
+        )
     console.print(table)
     console.print(f"{len(result.pass_to_fail)} tasks pass->fail, {len(result.fail_to_pass)} fail->pass", markup=False)
     for name, flips in (("pass->fail", result.pass_to_fail), ("fail->pass", result.fail_to_pass)):
         for flip in flips[:examples]:
-            console.print(f"  {name} {flip.task_id} ({flip.domain}): {flip.a_rate:.2f} -> {flip.b_rate:.2f}; "
-                          f"B said {flip.response[:80]!r}; verifier: {flip.feedback[:100]}", markup=False)
+            console.print(
+                f"  {name} {flip.task_id} ({flip.domain}): {flip.a_rate:.2f} -> {flip.b_rate:.2f}; "
+                f"B said {flip.response[:80]!r}; verifier: {flip.feedback[:100]}",
+                markup=False,
+            )
     if run_a.summary.get("task_set_hash") != run_b.summary.get("task_set_hash"):
         console.print("note: the runs used different task sets; tasks are paired by id", markup=False)
     if result.only_in_a or result.only_in_b:
-        console.print(f"not compared: {result.only_in_a} tasks only in {label_a}, {result.only_in_b} only in {label_b}", markup=False)
+        console.print(
+            f"not compared: {result.only_in_a} tasks only in {label_a}, {result.only_in_b} only in {label_b}",
+            markup=False,
+        )
     if result.seesaw:
         console.print("[yellow]seesaw: one domain rose while another fell (both significant)[/yellow]")

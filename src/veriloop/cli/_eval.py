@@ -8,7 +8,9 @@ import typer
 
 
 def eval_(
-    model: str = typer.Option(..., "--model", help="HF model directory (or training run / checkpoint), or openai:MODEL@URL"),
+    model: str = typer.Option(
+        ..., "--model", help="HF model directory (or training run / checkpoint), or openai:MODEL@URL"
+    ),
     tasks: list[Path] = typer.Option(..., "--tasks", help="task set(s); several files may follow one --tasks"),
     more_tasks: list[Path] = typer.Argument(None, hidden=True, help="further task files after --tasks"),
     samples: int = typer.Option(1, "--samples", min=1, help="samples per task (K); pass@k is reported for k <= K"),
@@ -16,18 +18,27 @@ def eval_(
     temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="sampling temperature (0: greedy)"),
     max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="new tokens per model turn"),
     seed: int = typer.Option(0, "--seed", help="run seed; each sample's seed follows from it"),
-    registry: Path | None = typer.Option(None, "--registry", help="run registry (SQLite); default: evals.sqlite beside --out"),
-    export_failures: Path | None = typer.Option(None, "--export-failures", help="write failed tasks with verifier feedback as a task set"),
+    registry: Path | None = typer.Option(
+        None, "--registry", help="run registry (SQLite); default: evals.sqlite beside --out"
+    ),
+    export_failures: Path | None = typer.Option(
+        None, "--export-failures", help="write failed tasks with verifier feedback as a task set"
+    ),
     train: list[Path] = typer.Option([], "--train", help="training task set: warn when the eval set overlaps it"),
     chunk_size: int = typer.Option(16, "--chunk-size", min=1, help="tasks per resumable part file"),
     device: str = typer.Option("cpu", "--device", help="device for a local model (cpu, cuda, cuda:1)"),
-    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="environment variable holding the endpoint's key"),
-    plugins: list[str] = typer.Option([], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY", "--api-key-env", help="environment variable holding the endpoint's key"
+    ),
+    plugins: list[str] = typer.Option(
+        [], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"
+    ),
 ) -> int:
     """Evaluate a model on task sets; writes OUT/summary.json and OUT/samples.parquet.
 
     One row per sample; the summary has pass@1 with a 95% interval, pass@k for k <= K,
-    per-domain figures, infra errors counted apart, tokens and times. Killed and started again with the same arguments, it continues where it stopped.
+    per-domain figures, infra errors counted apart, tokens and times. Killed and started again
+    with the same arguments, it continues where it stopped.
     """
     import sys
 
@@ -44,9 +55,19 @@ def eval_(
     with Progress(*columns, console=err, transient=True, disable=not sys.stderr.isatty()) as progress:
         bar = progress.add_task("tasks", total=None)
         summary = run_eval(
-            model, [*tasks, *(more_tasks or [])], samples=samples, out=out, temperature=temperature,
-            max_tokens=max_tokens, seed=seed, registry=registry, export_failures=export_failures,
-            train_tasks=train or None, chunk_size=chunk_size, device=device, api_key_env=api_key_env,
+            model,
+            [*tasks, *(more_tasks or [])],
+            samples=samples,
+            out=out,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            registry=registry,
+            export_failures=export_failures,
+            train_tasks=train or None,
+            chunk_size=chunk_size,
+            device=device,
+            api_key_env=api_key_env,
             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
             on_warning=lambda line: err.print(f"warning: {line}", style="yellow", markup=False),
         )
@@ -59,14 +80,20 @@ def summary_lines(summary: dict) -> list[str]:
     """A few lines for people: totals, per-domain pass@1, infra errors, where things are."""
     k = str(summary["samples_per_task"])
     low, high = summary["pass@1_ci"]
-    lines = [f"{summary['model']}: pass@1 {summary['pass@1']:.3f} [{low:.3f}, {high:.3f}]"
-             + (f"  pass@{k} {summary['pass@k'][k]:.3f}" if k != "1" and k in summary["pass@k"] else "")
-             + f"  on {summary['tasks']} tasks x {k} samples"]
+    lines = [
+        f"{summary['model']}: pass@1 {summary['pass@1']:.3f} [{low:.3f}, {high:.3f}]"
+        + (f"  pass@{k} {summary['pass@k'][k]:.3f}" if k != "1" and k in summary["pass@k"] else "")
+        + f"  on {summary['tasks']} tasks x {k} samples"
+    ]
     for domain, block in summary["domains"].items():
         lines.append(f"  {domain:<24} pass@1 {block['pass@1']:.3f}  ({block['tasks']} tasks)")
     if summary["infra_errors"]:
-        lines.append(f"  {summary['infra_errors']} infra errors on {summary['infra_error_tasks']} tasks (not counted as failures)")
+        lines.append(
+            f"  {summary['infra_errors']} infra errors on {summary['infra_error_tasks']} tasks (not counted as failures)"
+        )
     if "exported_failures" in summary:
-        lines.append(f"  {summary['exported_failures']['tasks']} failed tasks written to {summary['exported_failures']['path']}")
+        lines.append(
+            f"  {summary['exported_failures']['tasks']} failed tasks written to {summary['exported_failures']['path']}"
+        )
     lines.append(f"wrote {summary['out']}/summary.json and samples.parquet")
     return lines

@@ -11,7 +11,19 @@ import sys
 import click
 import typer
 
-from veriloop.cli import _audit, _compare, _eval, _model, _quickstart, _report, _sandbox, _tasks, _train, _trajectories, _verify
+from veriloop.cli import (
+    _audit,
+    _compare,
+    _eval,
+    _model,
+    _quickstart,
+    _report,
+    _sandbox,
+    _tasks,
+    _train,
+    _trajectories,
+    _verify,
+)
 
 app = typer.Typer(
     name="veriloop",

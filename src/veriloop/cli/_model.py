@@ -34,7 +34,15 @@ def sft(
 
     settings = load_config(config, overrides or [], model=SFTConfig)
     console = Console(stderr=True)
-    with Progress(TextColumn("SFT"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console, disable=not settings.run.progress) as progress:
+    with Progress(
+        TextColumn("SFT"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not settings.run.progress,
+    ) as progress:
         bar = progress.add_task("sft", total=settings.optim.steps, status="")
         run_sft(settings, on_step=lambda s: progress.update(bar, completed=s.step + 1, status=f"loss {s.loss:.3f}"))
     console.print(f"model saved to {settings.run.out}")

@@ -32,7 +32,13 @@ def quickstart(
         raise UserError(f"quickstart: {describe_validation_error(exc)}") from None
     console = Console(stderr=True)
     bars: dict[str, int] = {}
-    columns = [TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"), TimeElapsedColumn()]
+    columns = [
+        TextColumn("{task.description:<11}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, console=console) as progress:
 
         def report(stage: str, done: int, total: int, status: str) -> None:

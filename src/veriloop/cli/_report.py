@@ -10,7 +10,9 @@ import typer
 def report(
     dirs: list[Path] = typer.Argument(..., help="eval directories (in trend order) and training run directories"),
     out: Path = typer.Option(..., "--out", help="HTML file to write"),
-    registry: Path | None = typer.Option(None, "--registry", help="also plot the registry's runs of the same task sets"),
+    registry: Path | None = typer.Option(
+        None, "--registry", help="also plot the registry's runs of the same task sets"
+    ),
     failures: int = typer.Option(3, "--failures", min=0, help="failure examples shown per domain"),
     title: str = typer.Option("veriloop evaluation report", "--title", help="the report's heading"),
 ) -> int:

@@ -12,7 +12,9 @@ app = typer.Typer(help="Check, import and generate task sets.", no_args_is_help=
 @app.command("validate")
 def validate(
     file: Path = typer.Argument(..., help="task set (.jsonl or .parquet)"),
-    plugins: list[str] = typer.Option([], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"),
+    plugins: list[str] = typer.Option(
+        [], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"
+    ),
 ) -> int:
     """Check every task: JSON, required fields, unique ids, known verifier kinds and their fields,
     and that every gold answer passes its own verifier.
@@ -137,8 +139,10 @@ def contamination_(
             click.echo(f"{overlap.heldout_id}  ~  {overlap.train_id}  ({overlap.how})")
         if len(report.overlaps) > 20:
             click.echo(f"... and {len(report.overlaps) - 20} more")
-        click.echo(f"{len(report.contaminated_ids)} of {report.heldout_size} held-out tasks "
-                   f"({report.fraction:.1%}) overlap the {report.train_size} training tasks")
+        click.echo(
+            f"{len(report.contaminated_ids)} of {report.heldout_size} held-out tasks "
+            f"({report.fraction:.1%}) overlap the {report.train_size} training tasks"
+        )
     return 0 if report.clean else 1
 
 
@@ -167,7 +171,9 @@ def overlap_(
         click.echo(f"{item.heldout_id}  ~  {item.train_id}  ({item.how})")
     if len(found) > 20:
         click.echo(f"... and {len(found) - 20} more")
-    click.echo(f"{len(report.overlapping_ids)} of {report.eval_size} eval tasks ({report.fraction:.1%}) overlap the "
-               f"{report.train_size} training tasks; {report.prompt_ngram_fraction:.1%} of eval prompt {ngram}-word runs "
-               f"and {report.gold_ngram_fraction:.1%} of gold runs appear in the training set")
+    click.echo(
+        f"{len(report.overlapping_ids)} of {report.eval_size} eval tasks ({report.fraction:.1%}) overlap the "
+        f"{report.train_size} training tasks; {report.prompt_ngram_fraction:.1%} of eval prompt {ngram}-word runs "
+        f"and {report.gold_ngram_fraction:.1%} of gold runs appear in the training set"
+    )
     return 0 if report.clean else 1

@@ -81,7 +81,9 @@ def verify(
     responses: Path = typer.Option(..., "--responses", help="responses: rows of id, task_id, response"),
     out: Path = typer.Option(..., "--out", help="scores to write (.jsonl or .parquet), one row per response"),
     workers: int = typer.Option(2, "--workers", min=1, max=256, help="sandboxed processes run at once"),
-    plugins: list[str] = typer.Option([], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"),
+    plugins: list[str] = typer.Option(
+        [], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"
+    ),
 ) -> int:
     """Score every response with its task's verifier, in order, keeping each row's id.
 

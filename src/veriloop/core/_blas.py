@@ -30,8 +30,19 @@ from veriloop import MKL_CBWR, STRICT_BLAS_DEFAULT, strict_blas_wanted
 _STRICT_FLAG = 0x10000  # MKL_CBWR_STRICT
 _AUTO_BRANCH = 2  # MKL_CBWR_AUTO
 _ALL = -1  # MKL_CBWR_ALL: the branch and the strict flag together
-_BRANCHES = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX", 10: "AVX2",
-             12: "AVX512", 14: "AVX512_E1"}
+_BRANCHES = {
+    1: "OFF",
+    2: "AUTO",
+    3: "COMPATIBLE",
+    4: "SSE2",
+    6: "SSSE3",
+    7: "SSE4_1",
+    8: "SSE4_2",
+    9: "AVX",
+    10: "AVX2",
+    12: "AVX512",
+    14: "AVX512_E1",
+}
 
 
 @dataclass(frozen=True)
@@ -68,8 +79,11 @@ def blas_mode() -> BlasMode:
     if functions is None:
         return BlasMode(library="other", branch="n/a", strict=False)
     setting = functions[0](_ALL)
-    return BlasMode(library="mkl", branch=_BRANCHES.get(setting & 0xFFFF, str(setting & 0xFFFF)),
-                    strict=bool(setting & _STRICT_FLAG))
+    return BlasMode(
+        library="mkl",
+        branch=_BRANCHES.get(setting & 0xFFFF, str(setting & 0xFFFF)),
+        strict=bool(setting & _STRICT_FLAG),
+    )
 
 
 _warned = False
@@ -82,7 +96,12 @@ def ensure_strict_blas() -> BlasMode:
     """
     global _warned
     mode = blas_mode()
-    if mode.library != "mkl" or mode.strict or not strict_blas_wanted() or os.environ.get(MKL_CBWR, STRICT_BLAS_DEFAULT) != STRICT_BLAS_DEFAULT:
+    if (
+        mode.library != "mkl"
+        or mode.strict
+        or not strict_blas_wanted()
+        or os.environ.get(MKL_CBWR, STRICT_BLAS_DEFAULT) != STRICT_BLAS_DEFAULT
+    ):
         return mode
     _, set_mode = _mkl_functions()  # type: ignore[misc]
     if set_mode(_AUTO_BRANCH | _STRICT_FLAG) == 0:

@@ -88,8 +88,10 @@ def load_plugins(plugins: Iterable[str] = (), base: str | Path | None = None) ->
             try:
                 _loaded[plugin] = _import_one(plugin)
             except ModuleNotFoundError as exc:
-                raise UserError(f"plugin {plugin}: {exc} (a plugin module must be importable in every process: "
-                                "installed, on PYTHONPATH, or given as the path of its .py file)") from exc
+                raise UserError(
+                    f"plugin {plugin}: {exc} (a plugin module must be importable in every process: "
+                    "installed, on PYTHONPATH, or given as the path of its .py file)"
+                ) from exc
             except Exception as exc:  # the user's code: say whose it is, then stop
                 raise UserError(f"plugin {plugin}: could not import it: {type(exc).__name__}: {exc}") from exc
         given = [p for p in _loaded if p not in from_entry_points]

@@ -150,9 +150,7 @@ class ExecResult(Record):
         return self.status == "ok"
 
 
-StopReason = Literal[
-    "done", "max_tokens", "max_turns", "repetition", "repeated_action", "predicate", "error"
-]
+StopReason = Literal["done", "max_tokens", "max_turns", "repetition", "repeated_action", "predicate", "error"]
 """Why an episode ended: ``done`` (answered or submitted), a budget, or an early stop."""
 
 

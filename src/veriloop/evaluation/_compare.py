@@ -108,7 +108,9 @@ class Comparison:
         return result
 
 
-def paired_bootstrap(differences: Sequence[float], resamples: int, rng: np.random.Generator, confidence: float) -> tuple[float, float, float]:
+def paired_bootstrap(
+    differences: Sequence[float], resamples: int, rng: np.random.Generator, confidence: float
+) -> tuple[float, float, float]:
     """``(ci_low, ci_high, p_value)`` of the mean of paired per-task differences.
 
     Percentile interval; the two-sided p-value is twice the smaller share of resampled means
@@ -118,10 +120,12 @@ def paired_bootstrap(differences: Sequence[float], resamples: int, rng: np.rando
     if values.size == 0:
         return (0.0, 0.0, 1.0)
     block = max(1, 2_000_000 // values.size)  # resamples drawn at once, to bound memory on large sets
-    means = np.concatenate([
-        values[rng.integers(0, values.size, size=(min(block, resamples - start), values.size))].mean(axis=1)
-        for start in range(0, resamples, block)
-    ])  # (R,) mean difference of each resample of the tasks
+    means = np.concatenate(
+        [
+            values[rng.integers(0, values.size, size=(min(block, resamples - start), values.size))].mean(axis=1)
+            for start in range(0, resamples, block)
+        ]
+    )  # (R,) mean difference of each resample of the tasks
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     p_value = min(1.0, 2 * min(float((means <= 0).mean()), float((means >= 0).mean())))
@@ -132,7 +136,9 @@ def _rates(samples: Sequence[EvalSample]) -> dict[str, float]:
     return {task_id: c / n for task_id, (n, c) in task_counts(samples).items() if n > 0}
 
 
-def _flips(a: dict[str, float], b: dict[str, float], samples_b: Sequence[EvalSample], domain_of: dict[str, str]) -> tuple[list[Flip], list[Flip]]:
+def _flips(
+    a: dict[str, float], b: dict[str, float], samples_b: Sequence[EvalSample], domain_of: dict[str, str]
+) -> tuple[list[Flip], list[Flip]]:
     example: dict[tuple[str, bool], EvalSample] = {}
     for sample in samples_b:
         if sample.status == "scored":
@@ -143,7 +149,15 @@ def _flips(a: dict[str, float], b: dict[str, float], samples_b: Sequence[EvalSam
         if passed_a == passed_b:
             continue
         shown = example[(task_id, passed_b)]
-        flip = Flip(task_id, domain_of[task_id], round(a[task_id], 6), round(b[task_id], 6), shown.prompt, shown.response, shown.feedback or shown.detail)
+        flip = Flip(
+            task_id,
+            domain_of[task_id],
+            round(a[task_id], 6),
+            round(b[task_id], 6),
+            shown.prompt,
+            shown.response,
+            shown.feedback or shown.detail,
+        )
         (down if passed_a else up).append(flip)
     return down, up
 
@@ -171,7 +185,17 @@ def compare(
         low, high, p_value = paired_bootstrap(diffs, resamples, rng, confidence)
         mean_a = sum(a[t] for t in ids) / len(ids) if ids else 0.0
         mean_b = sum(b[t] for t in ids) / len(ids) if ids else 0.0
-        deltas.append(DomainDelta(domain, len(ids), round(mean_a, 6), round(mean_b, 6), round(mean_b - mean_a, 6),
-                                  round(low, 6), round(high, 6), round(p_value, 6)))
+        deltas.append(
+            DomainDelta(
+                domain,
+                len(ids),
+                round(mean_a, 6),
+                round(mean_b, 6),
+                round(mean_b - mean_a, 6),
+                round(low, 6),
+                round(high, 6),
+                round(p_value, 6),
+            )
+        )
     down, up = _flips(a, b, samples_b, domain_of)
     return Comparison(tuple(deltas), tuple(down), tuple(up), len(set(a) - set(b)), len(set(b) - set(a)), confidence)

@@ -39,6 +39,8 @@ def failed_tasks(tasks: Sequence[Task], samples: Sequence[EvalSample], model: st
     return exported
 
 
-def export_failures(path: str | os.PathLike[str], tasks: Sequence[Task], samples: Sequence[EvalSample], model: str = "") -> int:
+def export_failures(
+    path: str | os.PathLike[str], tasks: Sequence[Task], samples: Sequence[EvalSample], model: str = ""
+) -> int:
     """Write ``failed_tasks`` as a task set (JSONL or Parquet by suffix); returns how many."""
     return write_records(path, failed_tasks(tasks, samples, model))

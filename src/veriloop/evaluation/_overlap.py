@@ -68,8 +68,11 @@ class OverlapReport:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "train_size": self.train_size, "eval_size": self.eval_size, "ngram": self.ngram,
-            "overlapping": len(self.overlapping_ids), "fraction": round(self.fraction, 6),
+            "train_size": self.train_size,
+            "eval_size": self.eval_size,
+            "ngram": self.ngram,
+            "overlapping": len(self.overlapping_ids),
+            "fraction": round(self.fraction, 6),
             "prompt_ngram_fraction": round(self.prompt_ngram_fraction, 6),
             "gold_ngram_fraction": round(self.gold_ngram_fraction, 6),
             "prompt_overlaps": [o.__dict__ for o in self.prompt_overlaps],
@@ -80,9 +83,11 @@ class OverlapReport:
         """One line for people when anything overlaps, else None."""
         if self.clean:
             return None
-        return (f"{len(self.overlapping_ids)} of {self.eval_size} eval tasks ({self.fraction:.1%}) overlap the "
-                f"{self.train_size} training tasks ({len(self.prompt_overlaps)} by prompt, "
-                f"{len(self.gold_overlaps)} by gold answer; {self.ngram}-word runs)")
+        return (
+            f"{len(self.overlapping_ids)} of {self.eval_size} eval tasks ({self.fraction:.1%}) overlap the "
+            f"{self.train_size} training tasks ({len(self.prompt_overlaps)} by prompt, "
+            f"{len(self.gold_overlaps)} by gold answer; {self.ngram}-word runs)"
+        )
 
 
 def overlap(train: Iterable[Task], eval_tasks: Iterable[Task], ngram: int = DEFAULT_NGRAM) -> OverlapReport:
@@ -107,7 +112,9 @@ def overlap(train: Iterable[Task], eval_tasks: Iterable[Task], ngram: int = DEFA
         prompt_overlaps=prompts.overlaps,
         gold_overlaps=tuple(gold_overlaps),
         prompt_ngram_fraction=_seen_fraction(
-            (normalise_text(question_text(t)) for t in train), (normalise_text(question_text(t)) for t in eval_tasks), ngram
+            (normalise_text(question_text(t)) for t in train),
+            (normalise_text(question_text(t)) for t in eval_tasks),
+            ngram,
         ),
         gold_ngram_fraction=_seen_fraction((_gold_text(t) for t in train), (_gold_text(t) for t in eval_tasks), ngram),
     )

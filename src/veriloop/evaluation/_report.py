@@ -20,7 +20,14 @@ from typing import Any
 
 from veriloop.core import UserError, atomic_write
 from veriloop.evaluation._compare import compare
-from veriloop.evaluation._plots import domain_bars, domain_curves, domain_series, reward_curves, trend_plot, utilisation_curves
+from veriloop.evaluation._plots import (
+    domain_bars,
+    domain_curves,
+    domain_series,
+    reward_curves,
+    trend_plot,
+    utilisation_curves,
+)
 from veriloop.evaluation._run_registry import RunRegistry
 from veriloop.evaluation._samples import SAMPLES_FILE, SUMMARY_FILE, EvalRun, load_run
 
@@ -62,8 +69,10 @@ def _load_inputs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[EvalRun]
         elif (directory / METRICS_FILE).is_file():
             training[directory.name or str(directory)] = _training_records(directory)
         else:
-            raise UserError(f"{directory}: neither an eval directory ({SUMMARY_FILE}, {SAMPLES_FILE}) "
-                            f"nor a training run ({METRICS_FILE})")
+            raise UserError(
+                f"{directory}: neither an eval directory ({SUMMARY_FILE}, {SAMPLES_FILE}) "
+                f"nor a training run ({METRICS_FILE})"
+            )
     return evals, training
 
 
@@ -76,7 +85,9 @@ def _trend_points(evals: list[EvalRun], registry: str | os.PathLike[str] | None)
         raise UserError(f"{registry}: no such run registry")
     hashes = {run.summary.get("task_set_hash") for run in evals}
     given = {str(run.path.resolve()) for run in evals}
-    extra = [r for r in RunRegistry(registry).runs() if (not evals or r.task_set_hash in hashes) and r.out_dir not in given]
+    extra = [
+        r for r in RunRegistry(registry).runs() if (not evals or r.task_set_hash in hashes) and r.out_dir not in given
+    ]
     merged = points + [TrendPoint(r.label, r.summary) for r in extra]
     return sorted(merged, key=lambda p: p.summary.get("created_at", ""))
 
@@ -101,12 +112,20 @@ def _runs_section(points: list[TrendPoint]) -> str:
     for point in points:
         s = point.summary
         k = str(s.get("samples_per_task", 1))
-        rows.append([
-            escape(point.label), escape(str(s.get("model", ""))), str(s.get("tasks", "")), k, _ci(s),
-            _pct(s.get("pass@k", {}).get(k)), str(s.get("infra_errors", 0)),
-            str(s.get("tokens", {}).get("completion", "")), f"{s.get('time', {}).get('wall_s', 0):.1f}",
-            escape(str(s.get("created_at", ""))),
-        ])
+        rows.append(
+            [
+                escape(point.label),
+                escape(str(s.get("model", ""))),
+                str(s.get("tasks", "")),
+                k,
+                _ci(s),
+                _pct(s.get("pass@k", {}).get(k)),
+                str(s.get("infra_errors", 0)),
+                str(s.get("tokens", {}).get("completion", "")),
+                f"{s.get('time', {}).get('wall_s', 0):.1f}",
+                escape(str(s.get("created_at", ""))),
+            ]
+        )
     header = ["run", "model", "tasks", "K", "pass@1 [95% CI]", "pass@K", "infra errors", "tokens", "wall s", "finished"]
     return "<h2>Runs</h2>" + _table(header, rows)
 
@@ -117,9 +136,13 @@ def _plots_section(points: list[TrendPoint]) -> str:
     total = [(p.summary["pass@1"], *p.summary.get("pass@1_ci", [0.0, 1.0])) for p in points]
     lines = {d: [p.summary["domains"].get(d, {}).get("pass@1") for p in points] for d in domains}
     shown = points[-6:]
-    bars = {p.label: {d: (b["pass@1"], *b["pass@1_ci"]) for d, b in p.summary.get("domains", {}).items()} for p in shown}
-    return ("<h2>pass@1 across runs</h2><div class=plot>" + trend_plot(labels, total, lines) + "</div>"
-            "<h2>pass@1 per domain</h2><div class=plot>" + domain_bars(domains, bars) + "</div>")
+    bars = {
+        p.label: {d: (b["pass@1"], *b["pass@1_ci"]) for d, b in p.summary.get("domains", {}).items()} for p in shown
+    }
+    return (
+        "<h2>pass@1 across runs</h2><div class=plot>" + trend_plot(labels, total, lines) + "</div>"
+        "<h2>pass@1 per domain</h2><div class=plot>" + domain_bars(domains, bars) + "</div>"
+    )
 
 
 def _comparison_section(evals: list[EvalRun]) -> str:
@@ -128,16 +151,33 @@ def _comparison_section(evals: list[EvalRun]) -> str:
         result = compare(before.samples, after.samples)
         rows = []
         for d in result.domains:
-            arrow = {"up": "<span class=up>&#9650; significant</span>", "down": "<span class=down>&#9660; significant</span>"}.get(d.direction, "")
-            rows.append([escape(d.domain), str(d.tasks), _pct(d.a), _pct(d.b), f"{100 * d.delta:+.1f}",
-                         f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]", f"{d.p_value:.3f}", arrow])
+            arrow = {
+                "up": "<span class=up>&#9650; significant</span>",
+                "down": "<span class=down>&#9660; significant</span>",
+            }.get(d.direction, "")
+            rows.append(
+                [
+                    escape(d.domain),
+                    str(d.tasks),
+                    _pct(d.a),
+                    _pct(d.b),
+                    f"{100 * d.delta:+.1f}",
+                    f"[{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]",
+                    f"{d.p_value:.3f}",
+                    arrow,
+                ]
+            )
         title = f"{escape(after.label)} vs {escape(before.label)}"
         if before.summary.get("task_set_hash") != after.summary.get("task_set_hash"):
             title += " <span class=ci>(different task sets: compared on the tasks both have)</span>"
-        notes = (f"{len(result.pass_to_fail)} tasks went pass&rarr;fail, {len(result.fail_to_pass)} fail&rarr;pass"
-                 + ("; <b class=down>seesaw: one domain rose while another fell</b>" if result.seesaw else ""))
-        parts.append(f"<h3>{title}</h3>" + _table(["domain", "tasks", "before", "after", "delta (points)", "95% CI", "p", ""], rows)
-                     + f"<p>{notes}</p>")
+        notes = f"{len(result.pass_to_fail)} tasks went pass&rarr;fail, {len(result.fail_to_pass)} fail&rarr;pass" + (
+            "; <b class=down>seesaw: one domain rose while another fell</b>" if result.seesaw else ""
+        )
+        parts.append(
+            f"<h3>{title}</h3>"
+            + _table(["domain", "tasks", "before", "after", "delta (points)", "95% CI", "p", ""], rows)
+            + f"<p>{notes}</p>"
+        )
     return "".join(parts) if len(evals) > 1 else ""
 
 
@@ -145,8 +185,11 @@ _DOMAIN_PANELS = (
     ("Training reward per domain", ("reward",), "mean sampled reward"),
     ("Pass rate per domain", ("pass_rate",), "pass rate of sampled answers"),
     ("Share of each step's trained prompts", ("share",), "share"),
-    ("Curriculum buckets (solid: learnable, dashed: too easy, dotted: too hard, dash-dot: retired)",
-     ("learnable", "too_easy", "too_hard", "retired"), "tasks"),
+    (
+        "Curriculum buckets (solid: learnable, dashed: too easy, dotted: too hard, dash-dot: retired)",
+        ("learnable", "too_easy", "too_hard", "retired"),
+        "tasks",
+    ),
     ("Held-out pass@1 per domain (seesaw checks)", ("heldout_pass@1",), "pass@1"),
 )
 
@@ -156,7 +199,9 @@ def _domain_training_section(training: dict[str, list[dict[str, Any]]]) -> str:
     parts = []
     for title, metrics, ylabel in _DOMAIN_PANELS:
         if any(domain_series(records, metric) for records in training.values() for metric in metrics):
-            parts.append(f"<h2>{escape(title)}</h2><div class=plot>" + domain_curves(training, metrics, ylabel) + "</div>")
+            parts.append(
+                f"<h2>{escape(title)}</h2><div class=plot>" + domain_curves(training, metrics, ylabel) + "</div>"
+            )
     return "".join(parts)
 
 
@@ -192,14 +237,21 @@ def pipeline_utilisation(records: Sequence[dict[str, Any]]) -> Utilisation | Non
         return None
     last = steps[-1]
     trainer, generator = _numbers(steps, "util/trainer_busy_s"), _numbers(steps, "util/generator_busy_s")
-    sandbox = [(float(r["util/sandbox_busy_fraction"]), float(r.get("time/rollout_s", 1.0)))
-               for r in steps if isinstance(r.get("util/sandbox_busy_fraction"), (int, float))]
+    sandbox = [
+        (float(r["util/sandbox_busy_fraction"]), float(r.get("time/rollout_s", 1.0)))
+        for r in steps
+        if isinstance(r.get("util/sandbox_busy_fraction"), (int, float))
+    ]
     rollout_s = sum(seconds for _, seconds in sandbox)
     staleness: dict[int, int] = {}
     for record in steps:
         for key, value in record.items():
-            if key.startswith(_STALENESS_PREFIX) and key[len(_STALENESS_PREFIX):].isdigit() and isinstance(value, (int, float)):
-                age = int(key[len(_STALENESS_PREFIX):])
+            if (
+                key.startswith(_STALENESS_PREFIX)
+                and key[len(_STALENESS_PREFIX) :].isdigit()
+                and isinstance(value, (int, float))
+            ):
+                age = int(key[len(_STALENESS_PREFIX) :])
                 staleness[age] = staleness.get(age, 0) + int(value)
     mean_trainer, mean_generator = _mean(trainer), _mean(generator)
     return Utilisation(
@@ -233,18 +285,43 @@ def _utilisation_section(training: dict[str, list[dict[str, Any]]]) -> str:
     for label, u in shown.items():
         ratio = "-" if u.inference_to_training is None else f"{u.inference_to_training:.2f}"
         depth = "-" if u.queue_depth is None else f"{u.queue_depth:.2f}"
-        rows.append([escape(label), str(u.steps), f"{u.step_s:.2f}", _pct(u.trainer_busy), _pct(u.generator_busy),
-                     _pct(u.sandbox_busy), ratio, depth, _staleness_cell(u.staleness)])
-    header = ["run", "steps", "s per step", "trainer busy", "generator busy", "sandbox busy", "inference / training",
-              "queue depth", "staleness (versions: trajectories)"]
+        rows.append(
+            [
+                escape(label),
+                str(u.steps),
+                f"{u.step_s:.2f}",
+                _pct(u.trainer_busy),
+                _pct(u.generator_busy),
+                _pct(u.sandbox_busy),
+                ratio,
+                depth,
+                _staleness_cell(u.staleness),
+            ]
+        )
+    header = [
+        "run",
+        "steps",
+        "s per step",
+        "trainer busy",
+        "generator busy",
+        "sandbox busy",
+        "inference / training",
+        "queue depth",
+        "staleness (versions: trajectories)",
+    ]
     plotted = {label: training[label] for label in shown}
-    return ("<h2>Pipeline utilisation</h2>" + _table(header, rows)
-            + "<p class=ci>Trainer and generator busy: share of the run's wall time (both can be near 100% when "
-              "generation overlaps training). Sandbox busy: share of rollout time the sandbox workers were busy "
-              "(<code>util/sandbox_busy_fraction</code>, weighted by rollout seconds). "
-              "Inference / training: mean generator busy seconds per step over mean trainer busy seconds.</p>"
-            + "<h3>Busy seconds per step (solid: trainer, dashed: generator, dotted: trainer waiting)</h3>"
-            + "<div class=plot>" + utilisation_curves(plotted) + "</div>")
+    return (
+        "<h2>Pipeline utilisation</h2>"
+        + _table(header, rows)
+        + "<p class=ci>Trainer and generator busy: share of the run's wall time (both can be near 100% when "
+        "generation overlaps training). Sandbox busy: share of rollout time the sandbox workers were busy "
+        "(<code>util/sandbox_busy_fraction</code>, weighted by rollout seconds). "
+        "Inference / training: mean generator busy seconds per step over mean trainer busy seconds.</p>"
+        + "<h3>Busy seconds per step (solid: trainer, dashed: generator, dotted: trainer waiting)</h3>"
+        + "<div class=plot>"
+        + utilisation_curves(plotted)
+        + "</div>"
+    )
 
 
 def _clip(text: str) -> str:
@@ -263,12 +340,15 @@ def _failures_section(run: EvalRun, per_domain: int) -> str:
                 f"<div class=failure><div class=meta>{escape(domain)} &middot; {escape(s.task_id)} &middot; sample {s.sample_index}"
                 f" &middot; reward {s.reward}</div><div class=label>prompt</div><pre>{_clip(s.prompt)}</pre>"
                 f"<div class=label>response</div><pre>{_clip(s.response)}</pre>"
-                f"<div class=label>verifier</div><pre class=feedback>{_clip(s.feedback or s.detail)}</pre></div>")
+                f"<div class=label>verifier</div><pre class=feedback>{_clip(s.feedback or s.detail)}</pre></div>"
+            )
     infra = [s for s in run.samples if s.status == "infra_error"]
     if infra:
         details = sorted({s.detail for s in infra})[:5]
-        parts.append(f"<h3>{len(infra)} infra errors (not counted as failures)</h3>"
-                     + "".join(f"<pre>{_clip(d)}</pre>" for d in details))
+        parts.append(
+            f"<h3>{len(infra)} infra errors (not counted as failures)</h3>"
+            + "".join(f"<pre>{_clip(d)}</pre>" for d in details)
+        )
     return "".join(parts)
 
 
@@ -283,8 +363,13 @@ th{background:#f3f3f3}.ci{color:#777;font-size:.85em}.up{color:#1a7f37}.down{col
 """
 
 
-def render_report(paths: Sequence[str | os.PathLike[str]], *, registry: str | os.PathLike[str] | None = None,
-                  failures_per_domain: int = 3, title: str = "veriloop evaluation report") -> str:
+def render_report(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    registry: str | os.PathLike[str] | None = None,
+    failures_per_domain: int = 3,
+    title: str = "veriloop evaluation report",
+) -> str:
     """The report's HTML for eval directories and training run directories (in the order given)."""
     if not paths:
         raise UserError("give at least one eval directory or training run directory")
@@ -300,8 +385,10 @@ def render_report(paths: Sequence[str | os.PathLike[str]], *, registry: str | os
     body.append(_comparison_section(evals))
     if evals:
         body.append(_failures_section(evals[-1], failures_per_domain))
-    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
-            f"<style>{_STYLE}</style></head><body>{''.join(body)}</body></html>\n")
+    return (
+        f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
+        f"<style>{_STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+    )
 
 
 def write_report(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], **options: Any) -> Path:

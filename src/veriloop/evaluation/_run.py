@@ -15,7 +15,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,9 @@ def load_task_inputs(tasks: TaskInput) -> tuple[list[Task], list[str]]:
             files.append(source)
         for task in batch:
             if task.id in origin:
-                raise UserError(f"{source}: task id {task.id!r} appears twice (also in {origin[task.id]}); ids must be unique across task files")
+                raise UserError(
+                    f"{source}: task id {task.id!r} appears twice (also in {origin[task.id]}); ids must be unique across task files"
+                )
             origin[task.id] = source
             loaded.append(task)
     if not loaded:
@@ -76,8 +78,10 @@ def resolve_model_dir(path: Path) -> Path:
     for candidate in (path, path / "final", path / "model"):
         if (candidate / "config.json").is_file():
             return candidate
-    raise UserError(f"{path}: not a model directory (no config.json here, in final/ or in model/); "
-                    "for a served model use openai:MODEL@http://HOST:PORT/v1")
+    raise UserError(
+        f"{path}: not a model directory (no config.json here, in final/ or in model/); "
+        "for a served model use openai:MODEL@http://HOST:PORT/v1"
+    )
 
 
 def open_engine(model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_API_KEY") -> tuple[Any, str, bool]:
@@ -119,10 +123,14 @@ def _claim(out: Path, settings: EvalSettings) -> None:
             previous = EvalSettings.model_validate_json(path.read_text(encoding="utf-8"))
         except ValueError:
             raise UserError(f"{path}: unreadable eval settings; delete {out} to start over") from None
-        changed = [k for k in EvalSettings.model_fields if k != "task_files" and getattr(previous, k) != getattr(settings, k)]
+        changed = [
+            k for k in EvalSettings.model_fields if k != "task_files" and getattr(previous, k) != getattr(settings, k)
+        ]
         if changed:
-            raise UserError(f"{out}: holds an eval with other settings ({', '.join(changed)} differ); "
-                            "use another --out, or delete it to start over")
+            raise UserError(
+                f"{out}: holds an eval with other settings ({', '.join(changed)} differ); "
+                "use another --out, or delete it to start over"
+            )
         return
     with atomic_write(path) as handle:
         handle.write(settings.model_dump_json(indent=2))
@@ -135,19 +143,34 @@ def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -
     detail = "generation failed: the engine returned an error" if generation_failed else (score.detail if score else "")
     assistant = [turn for turn in trajectory.turns if turn.role == "assistant"]
     return EvalSample(
-        task_id=task.id, domain=task.domain, sample_index=trajectory.sample_index, prompt=question_text(task),
-        response=trajectory.response, reward=None if infra else trajectory.reward,
-        passed=bool(not infra and score.passed), status="infra_error" if infra else "scored",
-        detail=detail, feedback="" if infra or score is None else score.feedback,
-        stop_reason=trajectory.stop_reason, completion_tokens=sum(len(t.token_ids) for t in assistant),
-        turns=len(assistant), generate_s=trajectory.timings.get("generate_s", 0.0),
-        verify_s=trajectory.timings.get("verify_s", 0.0), chunk=chunk, chunk_wall_s=round(wall_s, 6),
+        task_id=task.id,
+        domain=task.domain,
+        sample_index=trajectory.sample_index,
+        prompt=question_text(task),
+        response=trajectory.response,
+        reward=None if infra else trajectory.reward,
+        passed=bool(not infra and score.passed),
+        status="infra_error" if infra else "scored",
+        detail=detail,
+        feedback="" if infra or score is None else score.feedback,
+        stop_reason=trajectory.stop_reason,
+        completion_tokens=sum(len(t.token_ids) for t in assistant),
+        turns=len(assistant),
+        generate_s=trajectory.timings.get("generate_s", 0.0),
+        verify_s=trajectory.timings.get("verify_s", 0.0),
+        chunk=chunk,
+        chunk_wall_s=round(wall_s, 6),
     )
 
 
 def _run_chunks(
-    tasks: list[Task], engine: Any, episode: Any, settings: EvalSettings, out: Path,
-    concurrency: int, on_progress: Callable[[int, int], None] | None,
+    tasks: list[Task],
+    engine: Any,
+    episode: Any,
+    settings: EvalSettings,
+    out: Path,
+    concurrency: int,
+    on_progress: Callable[[int, int], None] | None,
 ) -> list[EvalSample]:
     """Every chunk's rows, reading finished parts and rolling out the rest."""
     from veriloop.rollout import rollout
@@ -163,11 +186,19 @@ def _run_chunks(
         if part.is_file():
             done = read_samples(part)
             if {s.task_id for s in done} != {t.id for t in chunk_tasks}:
-                raise UserError(f"{part}: holds other tasks than chunk {chunk} (was the task file reordered?); delete {out} to start over")
+                raise UserError(
+                    f"{part}: holds other tasks than chunk {chunk} (was the task file reordered?); delete {out} to start over"
+                )
         else:
             started = time.perf_counter()
-            batch = rollout(chunk_tasks, engine, episode, group_size=settings.samples_per_task,
-                            concurrency=concurrency, seed=settings.seed + SEED_STRIDE * start)
+            batch = rollout(
+                chunk_tasks,
+                engine,
+                episode,
+                group_size=settings.samples_per_task,
+                concurrency=concurrency,
+                seed=settings.seed + SEED_STRIDE * start,
+            )
             wall_s = time.perf_counter() - started
             by_id = {task.id: task for task in chunk_tasks}
             done = [_sample_row(by_id[t.task_id], t, chunk, wall_s) for t in batch.trajectories]
@@ -228,8 +259,14 @@ def run_eval(
     try:
         episode = episode or episode_config(temperature, max_tokens)
         settings = EvalSettings(
-            model=label, engine=engine.name, task_set_hash=task_set_hash(task_list), task_files=tuple(files),
-            tasks=len(task_list), samples_per_task=samples, seed=seed, chunk_size=chunk_size,
+            model=label,
+            engine=engine.name,
+            task_set_hash=task_set_hash(task_list),
+            task_files=tuple(files),
+            tasks=len(task_list),
+            samples_per_task=samples,
+            seed=seed,
+            chunk_size=chunk_size,
             episode=episode.model_dump(mode="json"),
         )
         _claim(out, settings)
@@ -252,7 +289,9 @@ def run_eval(
     return summary
 
 
-def _finish(out: Path, settings: EvalSettings, rows: list[EvalSample], overlap_report: OverlapReport | None) -> dict[str, Any]:
+def _finish(
+    out: Path, settings: EvalSettings, rows: list[EvalSample], overlap_report: OverlapReport | None
+) -> dict[str, Any]:
     """Write ``samples.parquet`` and ``summary.json``, then drop the part files."""
     summary: dict[str, Any] = {
         "model": settings.model,
@@ -264,7 +303,7 @@ def _finish(out: Path, settings: EvalSettings, rows: list[EvalSample], overlap_r
         "temperature": settings.episode.get("temperature"),
         "max_tokens": settings.episode.get("max_tokens_per_turn"),
         **summarize(rows, settings.samples_per_task),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "out": str(out),
     }
     if overlap_report is not None:

@@ -63,7 +63,9 @@ class RunRegistry:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         if self.path.is_dir():
-            raise UserError(f"{self.path}: is a directory; the run registry is a file (e.g. {self.path / REGISTRY_FILE})")
+            raise UserError(
+                f"{self.path}: is a directory; the run registry is a file (e.g. {self.path / REGISTRY_FILE})"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,8 +79,14 @@ class RunRegistry:
     def record(self, out_dir: str | os.PathLike[str], summary: dict[str, Any]) -> int:
         """Insert (or replace) the run written in ``out_dir``; returns its run id."""
         row = (
-            str(Path(out_dir).resolve()), summary["created_at"], summary["model"], summary["task_set_hash"],
-            summary.get("seed"), summary.get("samples_per_task"), summary["pass@1"], json.dumps(summary),
+            str(Path(out_dir).resolve()),
+            summary["created_at"],
+            summary["model"],
+            summary["task_set_hash"],
+            summary.get("seed"),
+            summary.get("samples_per_task"),
+            summary["pass@1"],
+            json.dumps(summary),
         )
         with contextlib.closing(self._connect()) as connection, connection:
             connection.execute("DELETE FROM runs WHERE out_dir = ?", row[:1])
@@ -93,7 +101,10 @@ class RunRegistry:
         """Registered runs, oldest first, optionally of one task set and/or one model."""
         if not self.path.exists():
             return []
-        query, arguments = "SELECT run_id, out_dir, created_at, model, task_set_hash, pass_at_1, summary FROM runs WHERE 1=1", []
+        query, arguments = (
+            "SELECT run_id, out_dir, created_at, model, task_set_hash, pass_at_1, summary FROM runs WHERE 1=1",
+            [],
+        )
         if task_set_hash is not None:
             query += " AND task_set_hash = ?"
             arguments.append(task_set_hash)

@@ -88,7 +88,9 @@ def load_run(path: str | os.PathLike[str]) -> EvalRun:
         raise UserError(f"{directory}: no such eval directory")
     samples_path = directory / SAMPLES_FILE
     if not samples_path.is_file():
-        raise UserError(f"{directory}: not a finished eval run (no {SAMPLES_FILE}); run or resume 'veriloop eval' first")
+        raise UserError(
+            f"{directory}: not a finished eval run (no {SAMPLES_FILE}); run or resume 'veriloop eval' first"
+        )
     summary: dict[str, Any] = {}
     summary_path = directory / SUMMARY_FILE
     if summary_path.is_file():
@@ -97,4 +99,3 @@ def load_run(path: str | os.PathLike[str]) -> EvalRun:
         except json.JSONDecodeError as exc:
             raise UserError(f"{summary_path}: malformed JSON: {exc.msg} (line {exc.lineno})") from None
     return EvalRun(directory, summary, tuple(read_samples(samples_path)))
-

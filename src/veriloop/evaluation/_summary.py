@@ -20,8 +20,7 @@ from veriloop.evaluation._samples import EvalSample, task_counts
 def task_set_hash(tasks: Iterable[Task]) -> str:
     """A short content hash of a task set that ignores task order."""
     digests = sorted(
-        hashlib.sha256(json.dumps(task.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
-        for task in tasks
+        hashlib.sha256(json.dumps(task.model_dump(mode="json"), sort_keys=True).encode()).hexdigest() for task in tasks
     )
     return hashlib.sha256("\n".join(digests).encode()).hexdigest()[:16]
 

@@ -63,8 +63,9 @@ class TaskReward:
             raise UserError(f"task id {task_id!r} (row {index}) is not in the task set")
         return verify(task, Response(id=f"{task_id}#{index}", task_id=task_id, response=completion_text(completion)))
 
-    def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
-                 **kwargs: Any) -> list[float | None]:
+    def __call__(
+        self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
+    ) -> list[float | None]:
         if completions is None:
             raise TypeError("reward function needs 'completions'")
         task_ids = kwargs.get(self.task_id_column)

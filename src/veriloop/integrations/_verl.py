@@ -49,11 +49,17 @@ def make_compute_score(
             verifier, gold = dict(ground_truth["verifier"]), ground_truth.get("gold")
         else:
             verifier, gold = by_source.get(data_source, fallback), ground_truth
-        return Task(id=str(task_id or data_source or "verl"), domain=data_source or "verl", prompt="(verl)",
-                    verifier=verifier, gold=gold)
+        return Task(
+            id=str(task_id or data_source or "verl"),
+            domain=data_source or "verl",
+            prompt="(verl)",
+            verifier=verifier,
+            gold=gold,
+        )
 
-    def compute_score(data_source: str, solution_str: str, ground_truth: Any,
-                      extra_info: Mapping[str, Any] | None = None, **_: Any) -> dict[str, Any]:
+    def compute_score(
+        data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **_: Any
+    ) -> dict[str, Any]:
         from veriloop.verifiers import verify
 
         task = task_for(data_source, ground_truth, extra_info)
@@ -72,8 +78,9 @@ _DEFAULT: ComputeScore | None = None
 _DEFAULT_LOCK = threading.Lock()
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any,
-                  extra_info: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **kwargs: Any
+) -> dict[str, Any]:
     """verl's reward-function signature, with tasks from ``VERILOOP_TASKS`` when that is set."""
     global _DEFAULT
     with _DEFAULT_LOCK:

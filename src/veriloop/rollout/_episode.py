@@ -144,18 +144,30 @@ async def run_episode(
             stop_reason = "max_tokens"
             break
         params = SamplingParams(
-            temperature=config.temperature, top_p=config.top_p, max_tokens=budget,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            max_tokens=budget,
             seed=None if seed is None else seed + 1000 * turn_index,
             repetition_stop=config.stop.repetition_repeats,
         )
         sample = await _generate(engine, state, params)
         text = _assistant_text(engine, sample)
         state.completion_ids += sample.token_ids
-        state.logprobs += sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else [0.0] * len(sample.token_ids)
+        state.logprobs += (
+            sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else [0.0] * len(sample.token_ids)
+        )
         state.mask += [1] * len(sample.token_ids)
         state.messages.append({"role": "assistant", "content": text})
         action = parse_action(text, config.tools) if config.tools else None
-        state.turns.append(Turn(role="assistant", text=text, token_ids=sample.token_ids, logprobs=sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else (), tool=action.tool if action else None))
+        state.turns.append(
+            Turn(
+                role="assistant",
+                text=text,
+                token_ids=sample.token_ids,
+                logprobs=sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else (),
+                tool=action.tool if action else None,
+            )
+        )
         final_text = action.argument if action and action.tool == "submit" else text
         if sample.finish_reason in ("error", "repetition", "length"):
             stop_reason = {"error": "error", "repetition": "repetition", "length": "max_tokens"}[sample.finish_reason]
@@ -208,7 +220,16 @@ async def _timed(awaitable: Awaitable[Score]) -> tuple[Score, float]:
     return result, time.perf_counter() - started
 
 
-def _trajectory(task: Task, engine: Engine, state: _State, score: Score, final_text: str, stop_reason: str, group_id: str | None, sample_index: int) -> Trajectory:
+def _trajectory(
+    task: Task,
+    engine: Engine,
+    state: _State,
+    score: Score,
+    final_text: str,
+    stop_reason: str,
+    group_id: str | None,
+    sample_index: int,
+) -> Trajectory:
     trajectory_id = uuid.uuid4().hex[:16]
     return Trajectory(
         id=trajectory_id,

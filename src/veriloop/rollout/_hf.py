@@ -171,14 +171,26 @@ class _HFStepper:
         """Last-position logits (B, V) of each row's prompt: ``input_ids[rows]`` etc."""
         input_ids, attention, positions = input_ids[rows], attention[rows], positions[rows]
         self.attention = attention
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **{self.cache_arg: self.cache})
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            **{self.cache_arg: self.cache},
+        )
         return out.logits[:, -1, :]
 
     def decode(self, tokens: Any, positions: Any) -> Any:
         import torch
 
         self.attention = torch.cat([self.attention, torch.ones_like(self.attention[:, :1])], dim=-1)
-        out = self.model(input_ids=tokens[:, None], attention_mask=self.attention, position_ids=positions, use_cache=True, **{self.cache_arg: self.cache})
+        out = self.model(
+            input_ids=tokens[:, None],
+            attention_mask=self.attention,
+            position_ids=positions,
+            use_cache=True,
+            **{self.cache_arg: self.cache},
+        )
         return out.logits[:, -1, :]
 
     def select(self, index: Any) -> None:
@@ -211,13 +223,17 @@ class _LeanStepper:
         self.slot = width
         self.key_mask = torch.cat([attention.bool(), attention.new_ones((prompts, max_new), dtype=torch.bool)], dim=1)
         self.cache = self.lean.new_cache(prompts, width + max_new, self.lean.embed.weight)
-        hidden = self.lean.forward(input_ids, positions, self.key_mask[:, :width], self.cache, 0, last_only=True, head=False)  # (P, 1, H)
+        hidden = self.lean.forward(
+            input_ids, positions, self.key_mask[:, :width], self.cache, 0, last_only=True, head=False
+        )  # (P, 1, H)
         if prompts < len(rows):
             self.select(rows)
         return self.lean.head(hidden[rows, -1])
 
     def decode(self, tokens: Any, positions: Any) -> Any:
-        logits = self.lean.forward(tokens[:, None], positions, self.key_mask[:, : self.slot + 1], self.cache, self.slot, last_only=True)
+        logits = self.lean.forward(
+            tokens[:, None], positions, self.key_mask[:, : self.slot + 1], self.cache, self.slot, last_only=True
+        )
         self.slot += 1
         return logits[:, -1, :]
 
@@ -226,7 +242,9 @@ class _LeanStepper:
         self.key_mask = self.key_mask[index]
 
 
-def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | None]], params: SamplingParams) -> list[Sample]:
+def _sample_batch(
+    engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | None]], params: SamplingParams
+) -> list[Sample]:
     import torch
 
     model, tokenizer = engine.model, engine.tokenizer
@@ -261,7 +279,9 @@ def _sample_batch(engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | No
     eos = engine.eos_token_ids
     with torch.inference_mode():
         rows_index = torch.tensor(row_prompt, device=device)  # (B,) the prompt of each row
-        logits = stepper.prefill(input_ids, attention, positions, params.max_tokens, rows_index).float()  # (B_active, V)
+        logits = stepper.prefill(
+            input_ids, attention, positions, params.max_tokens, rows_index
+        ).float()  # (B_active, V)
         next_position = positions[rows_index, -1:] + 1  # (B_active, 1)
         for step in range(params.max_tokens):
             scaled = logits / params.temperature if params.temperature > 0 else logits
@@ -314,7 +334,9 @@ def _cache_argument(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def _finish_reason(ids: list[int], token: int, eos: frozenset[int], params: SamplingParams, tokenizer: Any) -> str | None:
+def _finish_reason(
+    ids: list[int], token: int, eos: frozenset[int], params: SamplingParams, tokenizer: Any
+) -> str | None:
     if token in eos and not params.ignore_eos:
         return "eos"
     if params.stop:
@@ -337,7 +359,9 @@ class _Batcher:
     def __init__(self, engine: HFEngine):
         self.engine = engine
         self.loop = asyncio.get_running_loop()
-        self._pending: list[tuple[list[tuple[list[int], int | None]], SamplingParams, asyncio.Future[list[Sample]]]] = []
+        self._pending: list[
+            tuple[list[tuple[list[int], int | None]], SamplingParams, asyncio.Future[list[Sample]]]
+        ] = []
         self._worker: asyncio.Task[None] | None = None
 
     async def submit(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Sample]]:

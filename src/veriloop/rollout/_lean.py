@@ -109,14 +109,18 @@ class LeanDecoder:
         slots = torch.arange(keys_len, device=hidden.device)[None, :]
         causal = slots <= query_slots[:, None]  # (T, S)
         # A padding query sees at least its own slot, so no attention row is empty (no NaNs).
-        mask = (causal[None, None] & key_mask[:, None, None, :]) | (slots == query_slots[:, None])[None, None]  # (B, 1, T, S)
+        mask = (causal[None, None] & key_mask[:, None, None, :]) | (slots == query_slots[:, None])[
+            None, None
+        ]  # (B, 1, T, S)
         half = self.head_dim // 2
         for index, layer in enumerate(self.layers):
             attention, mlp = layer.self_attn, layer.mlp
             normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
             fused = self._fused[index] if self._fused is not None else None
             if fused is not None:
-                qkv = F.linear(normed, fused[0], fused[1]).view(batch, steps, -1, self.head_dim)  # (B, T, heads + 2 kv_heads, D)
+                qkv = F.linear(normed, fused[0], fused[1]).view(
+                    batch, steps, -1, self.head_dim
+                )  # (B, T, heads + 2 kv_heads, D)
                 # Queries and keys rotate together: they sit side by side in the fused projection.
                 qk = qkv[:, :, : self.heads + self.kv_heads]
                 qk = qk * cos + qk.roll(half, -1) * sin
@@ -172,12 +176,23 @@ class LeanDecoder:
         prefix_real = prefix_slots[None, :] < prefix_lengths[:, None]  # (P, Tp)
         suffix_real = suffix_slots[None, :] < suffix_lengths[:, None]  # (B, C)
         # A padding query sees at least its own slot, so no attention row is empty (no NaNs).
-        prefix_mask = ((prefix_slots[None, :] <= prefix_slots[:, None]) & prefix_real[:, None, :]) | torch.eye(prefix_width, dtype=torch.bool, device=device)
-        suffix_mask = ((suffix_slots[None, :] <= suffix_slots[:, None]) & suffix_real[:, None, :]) | torch.eye(width, dtype=torch.bool, device=device)
+        prefix_mask = ((prefix_slots[None, :] <= prefix_slots[:, None]) & prefix_real[:, None, :]) | torch.eye(
+            prefix_width, dtype=torch.bool, device=device
+        )
+        suffix_mask = ((suffix_slots[None, :] <= suffix_slots[:, None]) & suffix_real[:, None, :]) | torch.eye(
+            width, dtype=torch.bool, device=device
+        )
         # (B, 1, C, Tp + C): a suffix query sees its prompt's real tokens, then its own past.
-        suffix_mask = torch.cat([prefix_real[row_prefix][:, None, :].expand(-1, width, -1), suffix_mask], dim=-1)[:, None]
+        suffix_mask = torch.cat([prefix_real[row_prefix][:, None, :].expand(-1, width, -1), suffix_mask], dim=-1)[
+            :, None
+        ]
         prefix_mask = prefix_mask[:, None]  # (P, 1, Tp, Tp)
-        positions = torch.cat([prefix_slots.expand(prefixes, -1).reshape(-1), (prefix_lengths[row_prefix][:, None] + suffix_slots).reshape(-1)])
+        positions = torch.cat(
+            [
+                prefix_slots.expand(prefixes, -1).reshape(-1),
+                (prefix_lengths[row_prefix][:, None] + suffix_slots).reshape(-1),
+            ]
+        )
         # The prompt tokens then the completion tokens, flattened: (N, H), N = P*Tp + B*C.
         hidden = self.embed(torch.cat([prefix_ids.reshape(-1), suffix_ids.reshape(-1)]))
         cos, sin = self._rotary(positions, hidden.dtype)
@@ -198,13 +213,17 @@ class LeanDecoder:
             out_prefix = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=prefix_mask, enable_gqa=gqa)
             keys, values = torch.cat([kp[row_prefix], ks], dim=2), torch.cat([vp[row_prefix], vs], dim=2)
             out_suffix = F.scaled_dot_product_attention(qs, keys, values, attn_mask=suffix_mask, enable_gqa=gqa)
-            out = torch.cat([out_prefix.transpose(1, 2).reshape(split, -1), out_suffix.transpose(1, 2).reshape(rows * width, -1)])
+            out = torch.cat(
+                [out_prefix.transpose(1, 2).reshape(split, -1), out_suffix.transpose(1, 2).reshape(rows * width, -1)]
+            )
             hidden = hidden + attention.o_proj(out)
             normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
             mlp = layer.mlp
             hidden = hidden + mlp.down_proj(F.silu(mlp.gate_proj(normed)) * mlp.up_proj(normed))
         # Suffix token 0 is predicted by the prompt's last token, token j by suffix token j - 1.
-        last_prompt = hidden[:split].view(prefixes, prefix_width, -1)[row_prefix, prefix_lengths[row_prefix] - 1]  # (B, H)
+        last_prompt = hidden[:split].view(prefixes, prefix_width, -1)[
+            row_prefix, prefix_lengths[row_prefix] - 1
+        ]  # (B, H)
         predicting = torch.cat([last_prompt[:, None], hidden[split:].view(rows, width, -1)[:, :-1]], dim=1)  # (B, C, H)
         return self.head(predicting)
 

@@ -87,7 +87,9 @@ class OpenAIEngine:
         if payload is None:
             return [Sample(text="", token_ids=(), logprobs=(), finish_reason="error", error=error)] * params.n
         samples = [_sample_from_choice(choice) for choice in payload.get("choices", [])]
-        samples += [Sample("", (), (), "error", error="server returned fewer choices than n")] * (params.n - len(samples))
+        samples += [Sample("", (), (), "error", error="server returned fewer choices than n")] * (
+            params.n - len(samples)
+        )
         return samples[: params.n]
 
     async def _post_with_retries(self, client: Any, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
@@ -122,7 +124,9 @@ def _sample_from_choice(choice: dict[str, Any]) -> Sample:
     text = (choice.get("message") or {}).get("content") or ""
     content = (choice.get("logprobs") or {}).get("content") or []
     logprobs = tuple(float(item["logprob"]) for item in content if "logprob" in item)
-    return Sample(text=text, token_ids=(), logprobs=logprobs, finish_reason=_FINISH.get(choice.get("finish_reason"), "stop"))
+    return Sample(
+        text=text, token_ids=(), logprobs=logprobs, finish_reason=_FINISH.get(choice.get("finish_reason"), "stop")
+    )
 
 
 ENGINES.add("openai", OpenAIEngine)

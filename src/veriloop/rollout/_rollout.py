@@ -78,8 +78,15 @@ async def arollout(
         episode_seed = None if seed is None else seed + 7919 * (first_task_index + task_index) + 104729 * sample_index
         async with limit:
             trajectory = await run_episode(
-                task, engine, config, verify, tools, seed=episode_seed,
-                group_id=f"{task.id}#{seed if seed is not None else 'x'}", sample_index=sample_index, predicate=predicate,
+                task,
+                engine,
+                config,
+                verify,
+                tools,
+                seed=episode_seed,
+                group_id=f"{task.id}#{seed if seed is not None else 'x'}",
+                sample_index=sample_index,
+                predicate=predicate,
             )
         done += 1
         if progress is not None:
@@ -90,7 +97,9 @@ async def arollout(
     jobs = [one(i, task, j) for i, task in enumerate(tasks) for j in range(group_size)]
     trajectories = tuple(await asyncio.gather(*jobs))
     wall_s = time.perf_counter() - started
-    return RolloutBatch(trajectories, summarize(trajectories, wall_s, sandbox_workers, getattr(engine, "busy_s", 0.0) - engine_busy))
+    return RolloutBatch(
+        trajectories, summarize(trajectories, wall_s, sandbox_workers, getattr(engine, "busy_s", 0.0) - engine_busy)
+    )
 
 
 def rollout(tasks: Sequence[Task], engine: Engine, config: EpisodeConfig, **options) -> RolloutBatch:
@@ -116,8 +125,13 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
             loop.close()
 
 
-def summarize(trajectories: Sequence[Trajectory], wall_s: float, sandbox_workers: int = 1, engine_busy_s: float = 0.0) -> RolloutMetrics:
-    generated = sum(sum(t.loss_mask) if t.loss_mask else sum(len(x.token_ids) for x in t.turns if x.role == "assistant") for t in trajectories)
+def summarize(
+    trajectories: Sequence[Trajectory], wall_s: float, sandbox_workers: int = 1, engine_busy_s: float = 0.0
+) -> RolloutMetrics:
+    generated = sum(
+        sum(t.loss_mask) if t.loss_mask else sum(len(x.token_ids) for x in t.turns if x.role == "assistant")
+        for t in trajectories
+    )
     scored = [t for t in trajectories if t.score is not None and t.score.status == "scored"]
     tools_s = sum(t.timings.get("tools_s", 0.0) for t in trajectories)
     wall = max(wall_s, 1e-9)

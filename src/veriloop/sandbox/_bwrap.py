@@ -104,8 +104,14 @@ def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
         args += ["--size", size, "--tmpfs", mount]
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/workspace", "--clearenv"]
     path_dirs = [f"{d}/bin" for d in python.binds] + ["/usr/local/bin", "/usr/bin", "/bin"]
-    env = {"PATH": ":".join(path_dirs), "HOME": "/workspace", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-           "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        "PATH": ":".join(path_dirs),
+        "HOME": "/workspace",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "USER": "sandbox",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     for key, value in env.items():
         args += ["--setenv", key, value]
     data = [("--ro-bind-data", "/etc/passwd", _PASSWD.encode()), ("--ro-bind-data", "/etc/group", _GROUP.encode())]

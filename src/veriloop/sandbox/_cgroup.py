@@ -38,7 +38,7 @@ def _own_memory_cgroup() -> Path | None:
 def _remove_stale(parent: Path) -> None:
     """Remove empty cgroups left by sandboxes of processes that no longer exist."""
     for entry in parent.glob(_PREFIX + "*"):
-        owner = entry.name[len(_PREFIX):].split("-")[0]
+        owner = entry.name[len(_PREFIX) :].split("-")[0]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             with contextlib.suppress(OSError):
                 entry.rmdir()

@@ -62,8 +62,11 @@ def _command_result(result: ExecResult) -> CommandRunResult:
         )
     return_code = result.exit_code if result.exit_code is not None else -1
     return CommandRunResult(
-        status="Finished", execution_time=result.wall_s, return_code=return_code,
-        stdout=result.stdout, stderr=result.stderr,
+        status="Finished",
+        execution_time=result.wall_s,
+        return_code=return_code,
+        stdout=result.stdout,
+        stderr=result.stderr,
     )
 
 

@@ -58,9 +58,7 @@ class Job(Record):
             raise ValueError("an 'exec' job needs a command (argv)")
         size = sum(len(c) for c in self.files.values()) + (len(self.snapshot.archive) if self.snapshot else 0)
         if size > self.limits.disk_mb * MIB:
-            raise ValueError(
-                f"files and snapshot take {size / MIB:.1f} MiB, more than disk_mb={self.limits.disk_mb}"
-            )
+            raise ValueError(f"files and snapshot take {size / MIB:.1f} MiB, more than disk_mb={self.limits.disk_mb}")
         return self
 
 
@@ -80,8 +78,14 @@ def make_job(
     raw_stdin = stdin.encode() if isinstance(stdin, str) else bytes(stdin or b"")
     try:
         return Job(
-            kind=kind, code=code, argv=tuple(argv), files=encoded, stdin=raw_stdin,
-            limits=limits, snapshot=snapshot, capture=capture,
+            kind=kind,
+            code=code,
+            argv=tuple(argv),
+            files=encoded,
+            stdin=raw_stdin,
+            limits=limits,
+            snapshot=snapshot,
+            capture=capture,
         )
     except ValidationError as exc:
         raise UserError(f"sandbox job: {describe_validation_error(exc)}") from None

@@ -67,7 +67,11 @@ def run_code(
     snapshot = None
     if spec.build:
         build_limits = limits.model_copy(
-            update={"timeout_s": build_timeout_s, "cpu_s": None, "memory_mb": max(limits.memory_mb, _COMPILER_MEMORY_MB)}
+            update={
+                "timeout_s": build_timeout_s,
+                "cpu_s": None,
+                "memory_mb": max(limits.memory_mb, _COMPILER_MEMORY_MB),
+            }
         )
         build = sandbox.run(spec.build, files=placed, limits=build_limits, capture=True)
         if not build.ok or build.snapshot is None:

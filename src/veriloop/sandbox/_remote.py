@@ -23,7 +23,9 @@ class RemoteBackend:
         self._url = settings.url.rstrip("/")
         self._httpx = httpx
         self._client = httpx.Client(
-            base_url=self._url, headers=headers, timeout=httpx.Timeout(30.0),
+            base_url=self._url,
+            headers=headers,
+            timeout=httpx.Timeout(30.0),
             limits=httpx.Limits(max_connections=settings.workers),
         )
         self._check(self._request("GET", "/v1/ping", timeout=30.0))
@@ -38,11 +40,17 @@ class RemoteBackend:
 
     def _check(self, response) -> None:
         if response.status_code in (401, 403):
-            raise SandboxUnavailable(f"sandbox service at {self._url} refused us ({response.status_code}): check the token")
+            raise SandboxUnavailable(
+                f"sandbox service at {self._url} refused us ({response.status_code}): check the token"
+            )
         if response.status_code >= 500:
-            raise SandboxUnavailable(f"sandbox service at {self._url} failed ({response.status_code}): {response.text[:200]}")
+            raise SandboxUnavailable(
+                f"sandbox service at {self._url} failed ({response.status_code}): {response.text[:200]}"
+            )
         if response.status_code >= 400:
-            raise UserError(f"sandbox service at {self._url} rejected the job ({response.status_code}): {response.text[:500]}")
+            raise UserError(
+                f"sandbox service at {self._url} rejected the job ({response.status_code}): {response.text[:500]}"
+            )
 
     def execute(self, job: Job) -> ExecResult:
         moved = sum(len(c) for c in job.files.values()) + len(job.stdin)

@@ -1,8 +1,8 @@
 """A seccomp filter for sandboxes: deny the system calls a run never needs and could abuse.
 
 Denied (EPERM): kernel keyrings and SysV IPC objects (both would outlive a run: they belong
-to the uid or the namespace, not the process), reading or writing other processes' memory (ptrace, process_vm_*), the large
-kernel attack surfaces (perf_event_open, bpf, userfaultfd, io_uring), and namespace, mount,
+to the uid or the namespace, not the process), reading or writing other processes' memory
+(ptrace, process_vm_*), the large kernel attack surfaces (perf_event_open, bpf, userfaultfd, io_uring), and namespace, mount,
 module and reboot calls (no sandbox process has the capabilities for them anyway). A 32-bit
 system call kills the process and x32 ones are denied, so the filter cannot be sidestepped.
 
@@ -18,12 +18,38 @@ import struct
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_SYSCALL_BIT = 0x40000000
 _DENIED_X86_64 = {
-    "shmget": 29, "semget": 64, "msgget": 68, "ptrace": 101, "pivot_root": 155, "acct": 163, "mount": 165, "umount2": 166, "swapon": 167,
-    "swapoff": 168, "reboot": 169, "init_module": 175, "delete_module": 176, "kexec_load": 246,
-    "add_key": 248, "request_key": 249, "keyctl": 250, "unshare": 272, "perf_event_open": 298,
-    "name_to_handle_at": 303, "open_by_handle_at": 304, "setns": 308, "process_vm_readv": 310,
-    "process_vm_writev": 311, "kcmp": 312, "finit_module": 313, "kexec_file_load": 320, "bpf": 321,
-    "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "shmget": 29,
+    "semget": 64,
+    "msgget": 68,
+    "ptrace": 101,
+    "pivot_root": 155,
+    "acct": 163,
+    "mount": 165,
+    "umount2": 166,
+    "swapon": 167,
+    "swapoff": 168,
+    "reboot": 169,
+    "init_module": 175,
+    "delete_module": 176,
+    "kexec_load": 246,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "unshare": 272,
+    "perf_event_open": 298,
+    "name_to_handle_at": 303,
+    "open_by_handle_at": 304,
+    "setns": 308,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "kcmp": 312,
+    "finit_module": 313,
+    "kexec_file_load": 320,
+    "bpf": 321,
+    "userfaultfd": 323,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
 }
 
 _LD_ABS_W = 0x20

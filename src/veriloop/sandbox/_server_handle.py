@@ -112,9 +112,16 @@ class ServerHandle:
             if self._cap is not None:  # join the memory cgroup first, so every process starts in it
                 argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self._cap.join_file, *argv]
             self._proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=HOST_ENV, cwd="/", pass_fds=fds, bufsize=0,
-                start_new_session=True, **drop,
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=HOST_ENV,
+                cwd="/",
+                pass_fds=fds,
+                bufsize=0,
+                start_new_session=True,
+                **drop,
             )
         finally:
             for fd in fds:
@@ -151,7 +158,7 @@ class ServerHandle:
         fd = proc.stdin.fileno()
         while view:
             _wait(fd, select.POLLOUT, deadline)
-            view = view[os.write(fd, view[: 1 << 16]):]
+            view = view[os.write(fd, view[: 1 << 16]) :]
 
     def _read_exact(self, fd: int, size: int, deadline: float) -> bytes:
         chunks, left = [], size
@@ -199,14 +206,20 @@ class ServerHandle:
         except _Lost as exc:
             self.close()
             result = ExecResult(
-                status=exc.status, exit_code=None, wall_s=time.monotonic() - started, detail=str(exc),
+                status=exc.status,
+                exit_code=None,
+                wall_s=time.monotonic() - started,
+                detail=str(exc),
                 sandbox_replaced=True,
             )
         except (KeyError, TypeError, ValueError) as exc:
             self.close()
             detail = f"the sandbox sent a malformed answer ({exc}); it was replaced"
             return ExecResult(
-                status="killed", exit_code=None, wall_s=time.monotonic() - started, detail=detail,
+                status="killed",
+                exit_code=None,
+                wall_s=time.monotonic() - started,
+                detail=detail,
                 sandbox_replaced=True,
             )
         else:

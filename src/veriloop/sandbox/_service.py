@@ -140,16 +140,26 @@ def create_app(
         try:
             files = request.decoded_files()
             memory = request.memory_limit_MB if request.memory_limit_MB > 0 else sandbox.limits.memory_mb
-            asked = sandbox.limits.model_copy(update={"timeout_s": request.run_timeout, "cpu_s": None, "memory_mb": memory})
+            asked = sandbox.limits.model_copy(
+                update={"timeout_s": request.run_timeout, "cpu_s": None, "memory_mb": memory}
+            )
             limits = capped(asked, sandbox.limits)
             make_job("python", files=files, limits=limits)  # checks names and sizes
         except (ValueError, UserError) as exc:
             raise HTTPException(400, str(exc)) from None
         try:
-            outcome = await bounded(lambda: run_code(
-                sandbox, request.language, request.code, stdin=request.stdin, files=files, limits=limits,
-                build_timeout_s=min(request.compile_timeout, 60.0), fetch=request.fetch_files,
-            ))
+            outcome = await bounded(
+                lambda: run_code(
+                    sandbox,
+                    request.language,
+                    request.code,
+                    stdin=request.stdin,
+                    files=files,
+                    limits=limits,
+                    build_timeout_s=min(request.compile_timeout, 60.0),
+                    fetch=request.fetch_files,
+                )
+            )
         except UserError as exc:
             return RunCodeResponse(status="SandboxError", message=str(exc))
         return fusion_response(outcome)

@@ -30,8 +30,15 @@ class CurriculumState:
 class Curriculum:
     """Chooses a domain's next task by band; ``observe`` feeds it each group's outcome."""
 
-    def __init__(self, low: float = 0.1, high: float = 0.9, smoothing: float = 0.5, retry_every: int = 8,
-                 retire_after: int = 2, state: CurriculumState | None = None):
+    def __init__(
+        self,
+        low: float = 0.1,
+        high: float = 0.9,
+        smoothing: float = 0.5,
+        retry_every: int = 8,
+        retire_after: int = 2,
+        state: CurriculumState | None = None,
+    ):
         if not 0 <= low < high <= 1:
             raise ValueError(f"need 0 <= low < high <= 1, got low={low}, high={high}")
         if not 0 < smoothing <= 1:

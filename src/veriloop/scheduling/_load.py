@@ -22,7 +22,9 @@ class MixtureData:
 def _unique(tasks: list[Task], source: str, origin: dict[str, str]) -> None:
     for task in tasks:
         if task.id in origin:
-            raise UserError(f"{source}: task id {task.id!r} is also in {origin[task.id]}; ids must be unique across the mixture")
+            raise UserError(
+                f"{source}: task id {task.id!r} is also in {origin[task.id]}; ids must be unique across the mixture"
+            )
         origin[task.id] = source
 
 
@@ -39,8 +41,10 @@ def load_mixture(entries: Sequence[MixtureEntry]) -> MixtureData:
         _unique(loaded, entry.path, train_ids)
         for domain in sorted({t.domain for t in loaded}):
             if domain in domain_file:
-                raise UserError(f"{entry.path}: domain {domain!r} is also in {domain_file[domain]}; "
-                                "keep each domain's training tasks in one mixture entry")
+                raise UserError(
+                    f"{entry.path}: domain {domain!r} is also in {domain_file[domain]}; "
+                    "keep each domain's training tasks in one mixture entry"
+                )
             domain_file[domain] = entry.path
             weights[domain] = entry.weight
         tasks += loaded

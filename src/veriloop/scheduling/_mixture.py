@@ -44,8 +44,14 @@ class TaskMixture:
     ``weights`` maps every domain of ``tasks`` to a positive weight (normalised to shares).
     """
 
-    def __init__(self, tasks: Sequence[Task], weights: Mapping[str, float], seed: int,
-                 state: MixtureState | None = None, curriculum: Curriculum | None = None):
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        weights: Mapping[str, float],
+        seed: int,
+        state: MixtureState | None = None,
+        curriculum: Curriculum | None = None,
+    ):
         self.domains = group_by_domain(tasks)
         if not self.domains:
             raise ValueError("no tasks to sample from")
@@ -58,8 +64,10 @@ class TaskMixture:
         self.curriculum = curriculum
         self.state = state or self._initial_state(weights)
         if set(self.state.weights) != set(self.domains):
-            raise UserError(f"the saved mixture state has domains {sorted(self.state.weights)}, the tasks have "
-                            f"{sorted(self.domains)}; resume with the task files the run started with, or use another run.out")
+            raise UserError(
+                f"the saved mixture state has domains {sorted(self.state.weights)}, the tasks have "
+                f"{sorted(self.domains)}; resume with the task files the run started with, or use another run.out"
+            )
         self._orders: dict[str, tuple[int, list[int]]] = {}  # domain -> (epoch, permutation)
         # The curriculum's tie order: each domain's first shuffled epoch, as task ids.
         self._ranked = {d: [ts[i].id for i in self._permutation(d, 0)] for d, ts in self.domains.items()}
@@ -73,8 +81,10 @@ class TaskMixture:
         return MixtureState(
             weights={d: weights[d] / total for d in self.domains},
             credits={d: offsets.random() for d in self.domains},
-            epochs=dict.fromkeys(self.domains, 0), positions=dict.fromkeys(self.domains, 0),
-            drawn=dict.fromkeys(self.domains, 0), trained=dict.fromkeys(self.domains, 0),
+            epochs=dict.fromkeys(self.domains, 0),
+            positions=dict.fromkeys(self.domains, 0),
+            drawn=dict.fromkeys(self.domains, 0),
+            trained=dict.fromkeys(self.domains, 0),
         )
 
     def _permutation(self, domain: str, epoch: int) -> list[int]:
@@ -99,8 +109,10 @@ class TaskMixture:
         s = self.state
         active = [d for d in self.domains if d not in self._exhausted and s.weights[d] > 0]
         if not active:
-            raise UserError("the curriculum has retired every task of every domain; add tasks, or raise "
-                            "schedule.curriculum_retire_after (0 never retires)")
+            raise UserError(
+                "the curriculum has retired every task of every domain; add tasks, or raise "
+                "schedule.curriculum_retire_after (0 never retires)"
+            )
         total = sum(s.weights[d] for d in active)
         for domain in active:
             s.credits[domain] += s.weights[domain] / total

@@ -31,13 +31,17 @@ def _domain_rows(domains: Sequence[str]) -> dict[str, torch.Tensor]:
 
 
 @NORMALIZERS.register("none")
-def no_normalization(rewards: torch.Tensor, domains: Sequence[str], group_size: int, stats: Stats) -> tuple[torch.Tensor, dict[str, float]]:
+def no_normalization(
+    rewards: torch.Tensor, domains: Sequence[str], group_size: int, stats: Stats
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Rewards unchanged."""
     return rewards, {}
 
 
 @NORMALIZERS.register("running")
-def running_normalization(rewards: torch.Tensor, domains: Sequence[str], group_size: int, stats: Stats) -> tuple[torch.Tensor, dict[str, float]]:
+def running_normalization(
+    rewards: torch.Tensor, domains: Sequence[str], group_size: int, stats: Stats
+) -> tuple[torch.Tensor, dict[str, float]]:
     """(r - running mean) / running std of r's domain; the batch joins the statistics first.
 
     The statistics cover every reward of the domain trained on so far in the run (merged
@@ -61,7 +65,9 @@ def running_normalization(rewards: torch.Tensor, domains: Sequence[str], group_s
 
 
 @NORMALIZERS.register("group")
-def group_normalization(rewards: torch.Tensor, domains: Sequence[str], group_size: int, stats: Stats) -> tuple[torch.Tensor, dict[str, float]]:
+def group_normalization(
+    rewards: torch.Tensor, domains: Sequence[str], group_size: int, stats: Stats
+) -> tuple[torch.Tensor, dict[str, float]]:
     """r - its group's mean, divided by the root mean square of those deviations over the
     domain's groups that have any spread in this batch: each domain's advantages (for
     ``dr_grpo``, whose centring is then a no-op) have unit root mean square."""

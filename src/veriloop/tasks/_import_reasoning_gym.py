@@ -64,17 +64,31 @@ def import_reasoning_gym(options: ReasoningGymOptions) -> list[Task]:
         if options.instruction:
             question = f"{question}\n\n{options.instruction}"
         answer = entry.get("answer")
-        tasks.append(Task(
-            id=f"reasoning-gym/{options.dataset}/{options.seed}/{index}",
-            domain=options.domain or options.dataset,
-            prompt=question,
-            verifier={
-                "kind": "reasoning_gym", "dataset": options.dataset, "config": _json_safe(options.config),
-                "seed": options.seed, "size": options.size, "index": index,
-            },
-            gold=None if answer is None else str(answer),
-            metadata={"source": "reasoning-gym", "dataset": options.dataset,
-                      "source_metadata": _json_safe({k: v for k, v in entry.get("metadata", {}).items()
-                                                     if k in ("source_dataset", "source_index", "difficulty")})},
-        ))
+        tasks.append(
+            Task(
+                id=f"reasoning-gym/{options.dataset}/{options.seed}/{index}",
+                domain=options.domain or options.dataset,
+                prompt=question,
+                verifier={
+                    "kind": "reasoning_gym",
+                    "dataset": options.dataset,
+                    "config": _json_safe(options.config),
+                    "seed": options.seed,
+                    "size": options.size,
+                    "index": index,
+                },
+                gold=None if answer is None else str(answer),
+                metadata={
+                    "source": "reasoning-gym",
+                    "dataset": options.dataset,
+                    "source_metadata": _json_safe(
+                        {
+                            k: v
+                            for k, v in entry.get("metadata", {}).items()
+                            if k in ("source_dataset", "source_index", "difficulty")
+                        }
+                    ),
+                },
+            )
+        )
     return tasks

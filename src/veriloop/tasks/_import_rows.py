@@ -118,9 +118,11 @@ def _jsonl_task(row: dict[str, Any], number: int, options: JsonlOptions) -> dict
     if row_id is None:
         raise ValueError(f"missing field '{options.id_field}'")
     return {
-        "id": f"{options.name or options.file.stem}/{row_id}", "domain": options.domain,
+        "id": f"{options.name or options.file.stem}/{row_id}",
+        "domain": options.domain,
         "prompt": f"{question}\n\n{options.instruction}" if options.instruction else question,
-        "verifier": options.verifier, "gold": _gold_text(answer, options.answer_marker),
+        "verifier": options.verifier,
+        "gold": _gold_text(answer, options.answer_marker),
         "metadata": {"source": str(options.file.name), "line": number},
     }
 
@@ -134,7 +136,7 @@ def import_jsonl(options: JsonlOptions) -> list[Task]:
 class VerlParquetOptions(SourceOptions):
     file: Path = Field(description="verl dataset file (.parquet, or .jsonl with the same columns)")
     verifiers: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="verifier per data_source, as JSON: {\"openai/gsm8k\": \"math\"}"
+        default_factory=dict, description='verifier per data_source, as JSON: {"openai/gsm8k": "math"}'
     )
     default_verifier: dict[str, Any] = Field(
         default={"kind": "math"}, description="verifier of data sources not in --verifiers"
@@ -187,8 +189,12 @@ def _verl_task(row: dict[str, Any], number: int, options: VerlParquetOptions) ->
         "prompt": _verl_prompt(row.get("prompt")),
         "verifier": options.verifiers.get(source, options.default_verifier),
         "gold": ground_truth,
-        "metadata": {"data_source": source, "ability": row.get("ability"), "extra_info": extra,
-                     "reward_style": reward_model.get("style")},
+        "metadata": {
+            "data_source": source,
+            "ability": row.get("ability"),
+            "extra_info": extra,
+            "reward_style": reward_model.get("style"),
+        },
     }
 
 

@@ -18,10 +18,42 @@ from pydantic import Field
 from veriloop.core import Task
 from veriloop.tasks._sources import GeneratorOptions, generated_task, register_generator, seeded_streams
 
-_NAME_FIRST = ("Northwind", "Bluepeak", "Ironbridge", "Silverline", "Redwood", "Harbor", "Summit", "Crescent",
-               "Granite", "Evergreen", "Falcon", "Meridian", "Oakridge", "Pioneer", "Sterling", "Westbrook")
-_NAME_SECOND = ("Logistics", "Foods", "Systems", "Energy", "Retail", "Pharma", "Robotics", "Textiles",
-                "Media", "Analytics", "Outdoor", "Marine", "Materials", "Software", "Biotech", "Freight")
+_NAME_FIRST = (
+    "Northwind",
+    "Bluepeak",
+    "Ironbridge",
+    "Silverline",
+    "Redwood",
+    "Harbor",
+    "Summit",
+    "Crescent",
+    "Granite",
+    "Evergreen",
+    "Falcon",
+    "Meridian",
+    "Oakridge",
+    "Pioneer",
+    "Sterling",
+    "Westbrook",
+)
+_NAME_SECOND = (
+    "Logistics",
+    "Foods",
+    "Systems",
+    "Energy",
+    "Retail",
+    "Pharma",
+    "Robotics",
+    "Textiles",
+    "Media",
+    "Analytics",
+    "Outdoor",
+    "Marine",
+    "Materials",
+    "Software",
+    "Biotech",
+    "Freight",
+)
 _NAME_SUFFIX = ("Ltd", "Inc.", "plc", "Group", "AG", "Corp.")
 
 
@@ -87,15 +119,20 @@ def _lookup(t: Table, rng: random.Random) -> Question:
 
 def _gross_profit(t: Table, rng: random.Random) -> Question:
     p = rng.randrange(len(t.periods))
-    return Question(f"gross_profit_{_slug(t.periods[p])}",
-                    f"What was gross profit (revenue minus cost of revenue) in {t.periods[p]}?", t.gross(p))
+    return Question(
+        f"gross_profit_{_slug(t.periods[p])}",
+        f"What was gross profit (revenue minus cost of revenue) in {t.periods[p]}?",
+        t.gross(p),
+    )
 
 
 def _operating_income(t: Table, rng: random.Random) -> Question:
     p = rng.randrange(len(t.periods))
-    return Question(f"operating_income_{_slug(t.periods[p])}",
-                    f"What was operating income (gross profit minus operating expenses) in {t.periods[p]}?",
-                    t.operating(p))
+    return Question(
+        f"operating_income_{_slug(t.periods[p])}",
+        f"What was operating income (gross profit minus operating expenses) in {t.periods[p]}?",
+        t.operating(p),
+    )
 
 
 def _total_revenue(t: Table, rng: random.Random) -> Question:
@@ -104,30 +141,38 @@ def _total_revenue(t: Table, rng: random.Random) -> Question:
 
 def _opex_change(t: Table, rng: random.Random) -> Question:
     p = rng.randrange(1, len(t.periods))
-    return Question(f"opex_change_{_slug(t.periods[p])}",
-                    f"By how much did operating expenses change from {t.periods[p - 1]} to {t.periods[p]} "
-                    "(negative if they fell)?", t.opex[p] - t.opex[p - 1])
+    return Question(
+        f"opex_change_{_slug(t.periods[p])}",
+        f"By how much did operating expenses change from {t.periods[p - 1]} to {t.periods[p]} (negative if they fell)?",
+        t.opex[p] - t.opex[p - 1],
+    )
 
 
 def _gross_margin(t: Table, rng: random.Random) -> Question:
     p = rng.randrange(len(t.periods))
-    return Question(f"gross_margin_pct_{_slug(t.periods[p])}",
-                    f"What was the gross margin in {t.periods[p]}, in percent (gross profit / revenue x 100)?",
-                    round(100 * t.gross(p) / t.revenue[p], 2))
+    return Question(
+        f"gross_margin_pct_{_slug(t.periods[p])}",
+        f"What was the gross margin in {t.periods[p]}, in percent (gross profit / revenue x 100)?",
+        round(100 * t.gross(p) / t.revenue[p], 2),
+    )
 
 
 def _revenue_growth(t: Table, rng: random.Random) -> Question:
     p = rng.randrange(1, len(t.periods))
-    return Question(f"revenue_growth_pct_{_slug(t.periods[p])}",
-                    f"By what percent did revenue grow from {t.periods[p - 1]} to {t.periods[p]} "
-                    "(negative if it fell)?", round(100 * (t.revenue[p] - t.revenue[p - 1]) / t.revenue[p - 1], 2))
+    return Question(
+        f"revenue_growth_pct_{_slug(t.periods[p])}",
+        f"By what percent did revenue grow from {t.periods[p - 1]} to {t.periods[p]} (negative if it fell)?",
+        round(100 * (t.revenue[p] - t.revenue[p - 1]) / t.revenue[p - 1], 2),
+    )
 
 
 def _operating_margin(t: Table, rng: random.Random) -> Question:
     p = rng.randrange(len(t.periods))
-    return Question(f"operating_margin_pct_{_slug(t.periods[p])}",
-                    f"What was the operating margin in {t.periods[p]}, in percent (operating income / revenue x 100)?",
-                    round(100 * t.operating(p) / t.revenue[p], 2))
+    return Question(
+        f"operating_margin_pct_{_slug(t.periods[p])}",
+        f"What was the operating margin in {t.periods[p]}, in percent (operating income / revenue x 100)?",
+        round(100 * t.operating(p) / t.revenue[p], 2),
+    )
 
 
 QUESTION_KINDS: dict[int, tuple[Callable[[Table, random.Random], Question], ...]] = {
@@ -161,8 +206,7 @@ def _prompt(table: Table, questions: list[Question]) -> str:
         "",
         table.text(),
         "",
-        "Answer these questions (amounts in thousands of " + table.currency + "; percentages rounded to "
-        "two decimals):",
+        "Answer these questions (amounts in thousands of " + table.currency + "; percentages rounded to two decimals):",
     ]
     lines += [f"{i}. {q.name}: {q.text}" for i, q in enumerate(questions, start=1)]
     lines += ["", "Give each answer on its own line as `name: number`, with no other numbers on that line."]
@@ -177,10 +221,18 @@ def generate_numeric_tables(options: NumericTablesOptions) -> list[Task]:
         level = options.difficulty or rng.randint(1, 3)
         table = _table(rng, options.periods)
         questions = _questions(table, rng, level, options.questions)
-        tasks.append(generated_task(
-            "numeric-tables", options, index, level, len(QUESTION_KINDS), {"company": table.company},
-            domain="numeric_tables", prompt=_prompt(table, questions),
-            verifier={"kind": "numeric", "rel_tol": options.rel_tol, "abs_tol": options.abs_tol},
-            gold={q.name: q.value for q in questions},
-        ))
+        tasks.append(
+            generated_task(
+                "numeric-tables",
+                options,
+                index,
+                level,
+                len(QUESTION_KINDS),
+                {"company": table.company},
+                domain="numeric_tables",
+                prompt=_prompt(table, questions),
+                verifier={"kind": "numeric", "rel_tol": options.rel_tol, "abs_tol": options.abs_tol},
+                gold={q.name: q.value for q in questions},
+            )
+        )
     return tasks

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from veriloop.core import Registry, Task, UserError
 
-O = TypeVar("O", bound="SourceOptions")
+OptionsT = TypeVar("OptionsT", bound="SourceOptions")
 
 
 class SourceOptions(BaseModel):
@@ -34,12 +34,12 @@ class GeneratorOptions(SourceOptions):
 
 
 @dataclass(frozen=True)
-class TaskSource(Generic[O]):
+class TaskSource(Generic[OptionsT]):
     """A named generator or importer: its options model and the callable that builds tasks."""
 
     name: str
-    options: type[O]
-    build: Callable[[O], list[Task]]
+    options: type[OptionsT]
+    build: Callable[[OptionsT], list[Task]]
     argument: str | None = None  # the option filled by the command line's positional argument
 
     @property
@@ -54,7 +54,7 @@ class TaskSource(Generic[O]):
             if name != self.argument
         ]
 
-    def parse_options(self, options: Mapping[str, Any]) -> O:
+    def parse_options(self, options: Mapping[str, Any]) -> OptionsT:
         """Validated options; a UserError naming every bad option otherwise."""
         try:
             return self.options.model_validate(dict(options))
@@ -93,8 +93,15 @@ def seeded_streams(generator: str, options: GeneratorOptions) -> Iterator[tuple[
         yield index, random.Random(f"{generator}:{options.seed}:{index}")
 
 
-def generated_task(generator: str, options: GeneratorOptions, index: int, level: int, levels: int,
-                   metadata: Mapping[str, Any], **fields: Any) -> Task:
+def generated_task(
+    generator: str,
+    options: GeneratorOptions,
+    index: int,
+    level: int,
+    levels: int,
+    metadata: Mapping[str, Any],
+    **fields: Any,
+) -> Task:
     """A generated task with the standard id, difficulty (level / levels) and metadata."""
     return Task(
         id=f"{generator}/{options.seed}/{index}",
@@ -104,12 +111,14 @@ def generated_task(generator: str, options: GeneratorOptions, index: int, level:
     )
 
 
-def register_generator(name: str, options: type[O]) -> Callable[[Callable[[O], list[Task]]], Callable[[O], list[Task]]]:
+def register_generator(
+    name: str, options: type[OptionsT]
+) -> Callable[[Callable[[OptionsT], list[Task]]], Callable[[OptionsT], list[Task]]]:
     """Decorator registering ``generate(options) -> list[Task]``; ``options`` extends GeneratorOptions."""
     if not issubclass(options, GeneratorOptions):
         raise TypeError("generator options must extend GeneratorOptions (seed and size)")
 
-    def add(build: Callable[[O], list[Task]]) -> Callable[[O], list[Task]]:
+    def add(build: Callable[[OptionsT], list[Task]]) -> Callable[[OptionsT], list[Task]]:
         GENERATORS.add(name, TaskSource(name=name, options=options, build=build))
         return build
 
@@ -117,11 +126,11 @@ def register_generator(name: str, options: type[O]) -> Callable[[Callable[[O], l
 
 
 def register_importer(
-    name: str, options: type[O], argument: str | None = None
-) -> Callable[[Callable[[O], list[Task]]], Callable[[O], list[Task]]]:
+    name: str, options: type[OptionsT], argument: str | None = None
+) -> Callable[[Callable[[OptionsT], list[Task]]], Callable[[OptionsT], list[Task]]]:
     """Decorator registering ``load(options) -> list[Task]``; ``argument`` names the positional option."""
 
-    def add(build: Callable[[O], list[Task]]) -> Callable[[O], list[Task]]:
+    def add(build: Callable[[OptionsT], list[Task]]) -> Callable[[OptionsT], list[Task]]:
         IMPORTERS.add(name, TaskSource(name=name, options=options, build=build, argument=argument))
         return build
 

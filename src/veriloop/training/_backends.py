@@ -32,8 +32,9 @@ class RolloutBackend(Protocol):
 
     def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None: ...
 
-    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, *,
-                progress: Progress | None = None) -> RolloutBatch:
+    def rollout(
+        self, tasks: Sequence[Task], group_size: int, seed: int, *, progress: Progress | None = None
+    ) -> RolloutBatch:
         """Episodes in task order, grouped; ``progress(done, total)`` as episodes end (may be coarse)."""
         ...
 
@@ -55,8 +56,9 @@ class SharedBackend:
     def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
         self.engine.update_weights(None, version)
 
-    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int,
-                progress: Progress | None = None) -> RolloutBatch:
+    def rollout(
+        self, tasks: Sequence[Task], group_size: int, seed: int, progress: Progress | None = None
+    ) -> RolloutBatch:
         return run_rollout(self.engine, self.spec, self.tools, tasks, group_size, seed, 0, progress)
 
     def close(self) -> None:

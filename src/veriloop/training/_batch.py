@@ -80,7 +80,9 @@ def completion_logprobs(
         offsets = offsets.clamp(max=input_ids.shape[1] - 1)
         logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, L, V)
         picked = logits.gather(1, offsets[:, :, None].expand(-1, -1, logits.shape[-1]))  # (B, C, V)
-    picked = picked.to(torch.promote_types(picked.dtype, torch.float32)) / temperature  # half precision computed in fp32
+    picked = (
+        picked.to(torch.promote_types(picked.dtype, torch.float32)) / temperature
+    )  # half precision computed in fp32
     targets = batch.completion_ids.to(device)
     logprobs = picked.gather(-1, targets[:, :, None])[:, :, 0] - torch.logsumexp(picked, dim=-1)  # (B, C)
     entropy = None
@@ -96,12 +98,15 @@ def micro_batches(rows: int, size: int) -> list[slice]:
 
 
 @torch.no_grad()
-def logprobs_without_grad(model: Any, batch: TokenBatch, temperature: float, micro_batch_size: int,
-                          lean: LeanDecoder | None = None) -> torch.Tensor:
+def logprobs_without_grad(
+    model: Any, batch: TokenBatch, temperature: float, micro_batch_size: int, lean: LeanDecoder | None = None
+) -> torch.Tensor:
     """Log-probs (B, C) of each completion token under ``model``, on the CPU, computed without
     grad ``micro_batch_size`` rows at a time (the reference pass and the recompute pass)."""
-    parts = [completion_logprobs(model, batch.select(rows), temperature, lean=lean)[0].cpu()
-             for rows in micro_batches(len(batch), micro_batch_size)]
+    parts = [
+        completion_logprobs(model, batch.select(rows), temperature, lean=lean)[0].cpu()
+        for rows in micro_batches(len(batch), micro_batch_size)
+    ]
     return torch.cat(parts)
 
 
@@ -121,5 +126,10 @@ def _shared_prompts(batch: TokenBatch, device: Any) -> tuple[torch.Tensor, ...]:
         prefix_ids[i, : len(prompt)] = torch.tensor(prompt)
     prefix_lengths = torch.tensor([len(prompt) for prompt in index])
     suffix_lengths = batch.attention_mask.sum(1) - batch.prompt_lengths
-    return (prefix_ids.to(device), prefix_lengths.to(device), torch.tensor(row_prefix, device=device),
-            batch.completion_ids.to(device), suffix_lengths.to(device))
+    return (
+        prefix_ids.to(device),
+        prefix_lengths.to(device),
+        torch.tensor(row_prefix, device=device),
+        batch.completion_ids.to(device),
+        suffix_lengths.to(device),
+    )

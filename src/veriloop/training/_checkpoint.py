@@ -34,8 +34,15 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(
-    root: Path, step: int, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
-    sampler_state: SamplerState, extra: dict[str, Any], keep: int,
+    root: Path,
+    step: int,
+    model: Any,
+    tokenizer: Any,
+    optimizer: Any,
+    scheduler: Any,
+    sampler_state: SamplerState,
+    extra: dict[str, Any],
+    keep: int,
 ) -> Path:
     """Write ``root/step-NNNNNNNN`` atomically and prune older ones beyond ``keep``."""
     root.mkdir(parents=True, exist_ok=True)
@@ -65,7 +72,9 @@ def save_checkpoint(
 def list_checkpoints(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / "trainer_state.pt").exists())
+    return sorted(
+        p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / "trainer_state.pt").exists()
+    )
 
 
 def load_trainer_state(checkpoint: Path) -> dict[str, Any]:

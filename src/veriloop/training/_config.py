@@ -37,7 +37,10 @@ class RolloutSection(Section):
     max_tokens: int = Field(default=64, ge=1, description="new tokens per model turn")
     max_turns: int = Field(default=1, ge=1, description="model turns per episode")
     tools: tuple[str, ...] = Field(default=(), description="tools for multi-turn episodes: python, shell, submit")
-    feedback_on_fail: bool = Field(default=False, description="after a failing answer, show the verifier's feedback and let the model retry (up to max_turns)")
+    feedback_on_fail: bool = Field(
+        default=False,
+        description="after a failing answer, show the verifier's feedback and let the model retry (up to max_turns)",
+    )
     concurrency: int = Field(default=256, ge=1, description="episodes in flight at once")
     max_batch_size: int = Field(default=256, ge=1, description="rows per generation batch")
 
@@ -47,15 +50,21 @@ class AlgorithmSection(Section):
     clip_low: float = Field(default=0.2, ge=0, lt=1, description="lower ratio clip (1 - clip_low)")
     clip_high: float = Field(default=0.28, ge=0, description="upper ratio clip (1 + clip_high)")
     aggregation: str = Field(default="token-mean", description="token-mean, seq-mean-token-mean or seq-mean-token-sum")
-    dual_clip: float | None = Field(default=None, gt=1, description="cap for negative-advantage tokens (off when unset)")
+    dual_clip: float | None = Field(
+        default=None, gt=1, description="cap for negative-advantage tokens (off when unset)"
+    )
     beta: float = Field(default=0.0, ge=0, description="KL coefficient; 0 needs no reference model")
     kl_estimator: Literal["k1", "k2", "k3"] = Field(default="k3", description="KL estimator")
     kl_mode: Literal["loss", "reward"] = Field(default="loss", description="KL as a loss term or a reward penalty")
     entropy_coef: float = Field(default=0.0, ge=0, description="entropy bonus coefficient")
-    recompute_logprobs: bool = Field(default=False, description="recompute old log-probs instead of reusing the sampler's")
+    recompute_logprobs: bool = Field(
+        default=False, description="recompute old log-probs instead of reusing the sampler's"
+    )
     dynamic_sampling: bool = Field(default=True, description="drop groups whose rewards are all equal, and refill")
     max_refills: int = Field(default=2, ge=0, description="extra sampling rounds to refill dropped groups")
-    overlong: Literal["none", "penalty", "mask"] = Field(default="none", description="shaping of answers cut at max_tokens")
+    overlong: Literal["none", "penalty", "mask"] = Field(
+        default="none", description="shaping of answers cut at max_tokens"
+    )
     overlong_buffer: int = Field(default=16, ge=1, description="tokens before max_tokens where the soft penalty starts")
     overlong_penalty: float = Field(default=1.0, ge=0, description="penalty at (and past) max_tokens")
 
@@ -85,7 +94,9 @@ class RunSection(Section):
     out: str = Field(default="runs/train", description="output directory")
     eval_every: int = Field(default=0, ge=0, description="evaluate on data.heldout every N steps (0: off)")
     eval_samples: int = Field(default=4, ge=1, description="samples per held-out task in periodic evaluation")
-    checkpoint_every: int = Field(default=10, ge=0, description="save a resumable checkpoint every N steps (0: at the end only)")
+    checkpoint_every: int = Field(
+        default=10, ge=0, description="save a resumable checkpoint every N steps (0: at the end only)"
+    )
     keep_checkpoints: int = Field(default=2, ge=1, description="checkpoints kept on disk")
     save_trajectories: bool = Field(default=True, description="store every trajectory under OUT/trajectories")
     loggers: tuple[str, ...] = Field(default=("jsonl", "tensorboard"), description="jsonl, tensorboard, wandb, mlflow")
@@ -93,23 +104,50 @@ class RunSection(Section):
 
 
 class PipelineSection(Section):
-    mode: Literal["sync", "async"] = Field(default="sync", description="sync: generate, then train; async: generation runs ahead while the trainer trains")
-    max_staleness: int = Field(default=1, ge=0, description="async: policy versions a trajectory may lag the trainer (0 reproduces sync exactly)")
-    stale_correction: Literal["behaviour", "decoupled"] = Field(default="behaviour", description="async: stale tokens' ratio is taken against the policy that sampled them (PPO clip, ratio capped at is_cap for negative advantages), or against the current policy with truncated IS weights (decoupled)")
-    is_cap: float = Field(default=2.0, gt=1, description="async: cap of the importance ratio (behaviour) or weight (decoupled) of stale tokens")
-    backend: Literal["local", "ray"] = Field(default="local", description="where rollout workers run: in this process, or as Ray actors")
-    ray_address: str = Field(default="", description="ray: cluster to join (e.g. 10.0.0.5:6379); empty: $RAY_ADDRESS if set, else a private single-node Ray on loopback")
-    workers: int = Field(default=1, ge=1, description="ray: rollout worker actors (each with its own model copy and sandboxes)")
+    mode: Literal["sync", "async"] = Field(
+        default="sync", description="sync: generate, then train; async: generation runs ahead while the trainer trains"
+    )
+    max_staleness: int = Field(
+        default=1,
+        ge=0,
+        description="async: policy versions a trajectory may lag the trainer (0 reproduces sync exactly)",
+    )
+    stale_correction: Literal["behaviour", "decoupled"] = Field(
+        default="behaviour",
+        description="async: stale tokens' ratio is taken against the policy that sampled them (PPO clip, ratio "
+        "capped at is_cap for negative advantages), or against the current policy with truncated IS weights (decoupled)",
+    )
+    is_cap: float = Field(
+        default=2.0,
+        gt=1,
+        description="async: cap of the importance ratio (behaviour) or weight (decoupled) of stale tokens",
+    )
+    backend: Literal["local", "ray"] = Field(
+        default="local", description="where rollout workers run: in this process, or as Ray actors"
+    )
+    ray_address: str = Field(
+        default="",
+        description="ray: cluster to join (e.g. 10.0.0.5:6379); empty: $RAY_ADDRESS if set, "
+        "else a private single-node Ray on loopback",
+    )
+    workers: int = Field(
+        default=1, ge=1, description="ray: rollout worker actors (each with its own model copy and sandboxes)"
+    )
     worker_cpus: float = Field(default=1.0, gt=0, description="ray: CPUs reserved by each rollout worker")
     worker_retries: int = Field(default=2, ge=0, description="ray: times a failed shard is retried on a fresh worker")
     sandbox_workers: int = Field(default=2, ge=1, description="sandbox processes per rollout worker (code tools)")
-    torch_threads: int = Field(default=0, ge=0, description="torch intra-op threads for this process (0: torch's default)")
+    torch_threads: int = Field(
+        default=0, ge=0, description="torch intra-op threads for this process (0: torch's default)"
+    )
     stall_after_s: float = Field(default=300.0, gt=0, description="report a phase that made no progress for this long")
 
 
 class TrainConfig(Section):
-    plugins: list[str] = Field(default_factory=list, description="modules or .py files (relative to the config) that "
-                               "register verifier kinds, estimators, ...; imported in every process that samples or verifies")
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="modules or .py files (relative to the config) that "
+        "register verifier kinds, estimators, ...; imported in every process that samples or verifies",
+    )
     model: ModelSection = Field(default_factory=ModelSection)
     data: DataSection = Field(default_factory=DataSection)
     rollout: RolloutSection = Field(default_factory=RolloutSection)
@@ -131,11 +169,15 @@ class TrainConfig(Section):
         if self.schedule.mixture and self.data.train:
             raise ValueError("set data.train or schedule.mixture, not both")
         if self.schedule.normalization != "none" and self.algorithm.advantage == "grpo":
-            raise ValueError("schedule.normalization has no effect with algorithm.advantage=grpo, which rescales each "
-                             "group by its own std; use dr_grpo, rloo or reinforce_pp, or normalization: none")
+            raise ValueError(
+                "schedule.normalization has no effect with algorithm.advantage=grpo, which rescales each "
+                "group by its own std; use dr_grpo, rloo or reinforce_pp, or normalization: none"
+            )
         if self.pipeline.mode == "async" and self.schedule.active:
-            raise ValueError("pipeline.mode=async does not support a schedule section yet; use pipeline.mode=sync "
-                             "for multi-domain scheduled runs")
+            raise ValueError(
+                "pipeline.mode=async does not support a schedule section yet; use pipeline.mode=sync "
+                "for multi-domain scheduled runs"
+            )
         return self
 
 
@@ -160,7 +202,9 @@ def _load_config_plugins(data: dict[str, Any], base: Path | None) -> None:
     load_plugins(data["plugins"])
 
 
-def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (), model: type[Section] = TrainConfig) -> Any:
+def load_config(
+    path: str | Path | None, overrides: list[str] | tuple[str, ...] = (), model: type[Section] = TrainConfig
+) -> Any:
     """Read a YAML config and apply ``section.field=value`` overrides (values parsed as YAML)."""
     import yaml
 
@@ -190,7 +234,7 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
 
 
 class SFTDataSection(Section):
-    train: str = Field(default="", description="chat-format JSONL: one {\"messages\": [...]} per line")
+    train: str = Field(default="", description='chat-format JSONL: one {"messages": [...]} per line')
 
 
 class SFTOptimSection(Section):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 EVENTS_FILE = "events.jsonl"
 
@@ -85,12 +85,26 @@ class Heartbeats:
         if self.events is not None:
             self.events.parent.mkdir(parents=True, exist_ok=True)
             with self.events.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"time": time.time(), "event": "stall", "phase": stall.phase,
-                                         "doing": stall.doing, "quiet_s": stall.quiet_s}) + "\n")
+                handle.write(
+                    json.dumps(
+                        {
+                            "time": time.time(),
+                            "event": "stall",
+                            "phase": stall.phase,
+                            "doing": stall.doing,
+                            "quiet_s": stall.quiet_s,
+                        }
+                    )
+                    + "\n"
+                )
         if self.on_stall is not None:
             self.on_stall(stall)
 
 
 def read_events(out: str | Path) -> list[dict]:
     path = Path(out) / EVENTS_FILE
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] if path.exists() else []
+    return (
+        [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if path.exists()
+        else []
+    )

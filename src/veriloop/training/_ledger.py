@@ -31,8 +31,19 @@ class PromptLedger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def record(self, step: int, draws: Sequence[Draw]) -> None:
-        lines = "".join(json.dumps({"draw": d.index, "task_id": d.task_id, "step": step, "outcome": d.outcome,
-                                    **({"reason": d.reason} if d.reason else {})}) + "\n" for d in draws)
+        lines = "".join(
+            json.dumps(
+                {
+                    "draw": d.index,
+                    "task_id": d.task_id,
+                    "step": step,
+                    "outcome": d.outcome,
+                    **({"reason": d.reason} if d.reason else {}),
+                }
+            )
+            + "\n"
+            for d in draws
+        )
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(lines)
             handle.flush()
@@ -42,8 +53,11 @@ class PromptLedger:
         """Keep the lines of draws below ``draws`` (a torn last line is dropped too)."""
         if not self.path.exists():
             return
-        kept = [line + "\n" for line in self.path.read_text(encoding="utf-8").splitlines()
-                if (index := _draw_index(line)) is not None and index < draws]
+        kept = [
+            line + "\n"
+            for line in self.path.read_text(encoding="utf-8").splitlines()
+            if (index := _draw_index(line)) is not None and index < draws
+        ]
         with atomic_write(self.path) as handle:
             handle.write("".join(kept))
 
@@ -58,7 +72,11 @@ def _draw_index(line: str) -> int | None:
 def read_ledger(out: str | Path) -> list[dict[str, Any]]:
     """The ledger's records, in order."""
     path = Path(out) / LEDGER_FILE
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] if path.exists() else []
+    return (
+        [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if path.exists()
+        else []
+    )
 
 
 def ledger_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -16,7 +16,9 @@ class MetricsLogger:
     def __init__(self, out: Path, loggers: tuple[str, ...], config: dict[str, Any] | None = None):
         unknown = set(loggers) - {"jsonl", "tensorboard", "wandb", "mlflow"}
         if unknown:
-            raise UserError(f"run.loggers: unknown logger(s) {sorted(unknown)}; known: jsonl, tensorboard, wandb, mlflow")
+            raise UserError(
+                f"run.loggers: unknown logger(s) {sorted(unknown)}; known: jsonl, tensorboard, wandb, mlflow"
+            )
         out.mkdir(parents=True, exist_ok=True)
         self.path = out / "metrics.jsonl"
         self._tensorboard = None
@@ -26,7 +28,9 @@ class MetricsLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:
-                raise UserError("run.loggers has tensorboard but it is not installed (pip install tensorboard)") from None
+                raise UserError(
+                    "run.loggers has tensorboard but it is not installed (pip install tensorboard)"
+                ) from None
             self._tensorboard = SummaryWriter(log_dir=str(out / "tensorboard"))
         if "wandb" in loggers:
             try:
@@ -48,7 +52,11 @@ class MetricsLogger:
         record = {"step": step, **metrics}
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
-        scalars = {k: float(v) for k, v in _flatten(metrics).items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+        scalars = {
+            k: float(v)
+            for k, v in _flatten(metrics).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        }
         if self._tensorboard is not None:
             for key, value in scalars.items():
                 self._tensorboard.add_scalar(key, value, step)
@@ -62,7 +70,11 @@ class MetricsLogger:
         """On resume, forget records of steps after the checkpoint (they will be redone)."""
         if not self.path.exists():
             return
-        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip() and json.loads(line)["step"] <= step]
+        kept = [
+            line
+            for line in self.path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line)["step"] <= step
+        ]
         self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
     def close(self) -> None:

@@ -24,8 +24,11 @@ def load_policy(section: ModelSection, weights_from: Path | None = None) -> tupl
             model = PeftModel.from_pretrained(model, str(weights_from), is_trainable=True)
         else:
             lora = LoraConfig(
-                r=section.lora_rank, lora_alpha=section.lora_alpha, lora_dropout=section.lora_dropout,
-                target_modules="all-linear", task_type="CAUSAL_LM",
+                r=section.lora_rank,
+                lora_alpha=section.lora_alpha,
+                lora_dropout=section.lora_dropout,
+                target_modules="all-linear",
+                task_type="CAUSAL_LM",
             )
             model = get_peft_model(model, lora)
     model.config.use_cache = True

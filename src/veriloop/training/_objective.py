@@ -38,15 +38,22 @@ class LossInputs:
     def select(self, rows: slice) -> LossInputs:
         """The same inputs for the sequences ``rows`` only (a micro-batch)."""
         return LossInputs(
-            self.batch.select(rows), self.old_logprobs[rows], self.advantages[rows],
+            self.batch.select(rows),
+            self.old_logprobs[rows],
+            self.advantages[rows],
             None if self.reference_logprobs is None else self.reference_logprobs[rows],
             None if self.importance_weights is None else self.importance_weights[rows],
             self.stale,
         )
 
 
-def objective(logprobs: torch.Tensor, entropy: torch.Tensor | None, inputs: LossInputs, algo: AlgorithmSection,
-              dual_clip: float | None) -> tuple[torch.Tensor, dict[str, float]]:
+def objective(
+    logprobs: torch.Tensor,
+    entropy: torch.Tensor | None,
+    inputs: LossInputs,
+    algo: AlgorithmSection,
+    dual_clip: float | None,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """The loss of one micro-batch (a scalar with grad) and its statistics (``policy_loss``,
     ``kl``, ``entropy`` and those of ``policy_loss``).
 
@@ -59,8 +66,14 @@ def objective(logprobs: torch.Tensor, entropy: torch.Tensor | None, inputs: Loss
     mask = inputs.batch.loss_mask.to(device)  # (B, C) 1 on the tokens the model generated
     importance = None if inputs.importance_weights is None else inputs.importance_weights.to(device)
     loss, stats = policy_loss(
-        logprobs, inputs.old_logprobs.to(device), inputs.advantages.to(device), mask,
-        clip_low=algo.clip_low, clip_high=algo.clip_high, aggregation=algo.aggregation, dual_clip=dual_clip,
+        logprobs,
+        inputs.old_logprobs.to(device),
+        inputs.advantages.to(device),
+        mask,
+        clip_low=algo.clip_low,
+        clip_high=algo.clip_high,
+        aggregation=algo.aggregation,
+        dual_clip=dual_clip,
         importance_weights=importance,
     )
     stats["policy_loss"] = float(loss.detach())

@@ -64,8 +64,15 @@ class AsyncSampler:
     rollout backend (``apply(version, state)``) before it starts its next batch, never mid-batch.
     """
 
-    def __init__(self, sample: Callable[[int], SampledBatch], apply: Callable[[int, Any], None], *,
-                 first_step: int, last_step: int, max_staleness: int):
+    def __init__(
+        self,
+        sample: Callable[[int], SampledBatch],
+        apply: Callable[[int, Any], None],
+        *,
+        first_step: int,
+        last_step: int,
+        max_staleness: int,
+    ):
         self._sample, self._apply = sample, apply
         self._next_step, self._last_step = first_step, last_step
         self.max_staleness = max_staleness
@@ -113,7 +120,7 @@ class AsyncSampler:
             waited = time.monotonic()
             with self._changed:
                 # Batch k may be sampled once step k - 1 - max_staleness is trained.
-                self._changed.wait_for(lambda: self._stopping or self._trained >= step - 1 - self.max_staleness)
+                self._changed.wait_for(lambda: self._stopping or self._trained >= step - 1 - self.max_staleness)  # noqa: B023
                 if self._stopping:
                     return
                 pending, self._pending = self._pending, None
@@ -122,7 +129,9 @@ class AsyncSampler:
                     self._apply(*pending)
                 started = time.monotonic()
                 batch = self._sample(step)
-                item: SampledBatch | _Failed = dataclasses.replace(batch, wait_s=started - waited, busy_s=time.monotonic() - started)
+                item: SampledBatch | _Failed = dataclasses.replace(
+                    batch, wait_s=started - waited, busy_s=time.monotonic() - started
+                )
             except BaseException as error:  # noqa: BLE001  (re-raised on the trainer thread)
                 item = _Failed(error)
             if not self._put(item) or isinstance(item, _Failed):
@@ -144,7 +153,10 @@ class AsyncSampler:
 def staleness_metrics(trajectories: list[Trajectory], trainer_version: int) -> dict[str, float]:
     """Mean, max and histogram (``staleness/hist/<k>``: trajectories k versions old) of a batch."""
     ages = [trainer_version - (t.policy_version or 0) for t in trajectories]
-    metrics: dict[str, float] = {"staleness/mean": sum(ages) / max(len(ages), 1), "staleness/max": float(max(ages, default=0))}
+    metrics: dict[str, float] = {
+        "staleness/mean": sum(ages) / max(len(ages), 1),
+        "staleness/max": float(max(ages, default=0)),
+    }
     for age in sorted(set(ages)):
         metrics[f"staleness/hist/{age}"] = float(ages.count(age))
     return metrics

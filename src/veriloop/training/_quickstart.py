@@ -57,14 +57,29 @@ class QuickstartConfig(Section):
     def generator_args(self) -> list[str]:
         """``tasks generate`` arguments of both splits, without --seed, --size and --out."""
         return [
-            "arithmetic", "--difficulty", "2", "--operands", str(self.operands), "--max-operands", str(self.max_operands),
-            "--max-operand", str(self.max_operand), "--operators", self.operators, "--verifier", "exact",
+            "arithmetic",
+            "--difficulty",
+            "2",
+            "--operands",
+            str(self.operands),
+            "--max-operands",
+            str(self.max_operands),
+            "--max-operand",
+            str(self.max_operand),
+            "--operators",
+            self.operators,
+            "--verifier",
+            "exact",
         ]
 
     def generator_options(self) -> dict[str, Any]:
         return {
-            "difficulty": 2, "operands": self.operands, "max_operands": self.max_operands,
-            "max_operand": self.max_operand, "operators": self.operators, "verifier": "exact",
+            "difficulty": 2,
+            "operands": self.operands,
+            "max_operands": self.max_operands,
+            "max_operand": self.max_operand,
+            "operators": self.operators,
+            "verifier": "exact",
         }
 
 
@@ -87,7 +102,15 @@ def make_tasks(config: QuickstartConfig, out: Path) -> tuple[list[Task], list[Ta
         write_jsonl(heldout_path, heldout)
         write_jsonl(train_path, train)
     report = contamination(train, heldout)
-    return train, heldout, {"train_tasks": len(train), "heldout_tasks": len(heldout), "overlapping_heldout_tasks": len(report.contaminated_ids)}
+    return (
+        train,
+        heldout,
+        {
+            "train_tasks": len(train),
+            "heldout_tasks": len(heldout),
+            "overlapping_heldout_tasks": len(report.contaminated_ids),
+        },
+    )
 
 
 def demonstrations(config: QuickstartConfig, tasks: list[Task]) -> list[dict[str, Any]]:
@@ -101,7 +124,12 @@ def demonstrations(config: QuickstartConfig, tasks: list[Task]) -> list[dict[str
             answer += rng.choice([-3, -2, -1, 1, 2, 3])
         elif operands >= 3 and rng.random() < config.three_operand_error:
             answer += 1
-        rows.append({"messages": [{"role": "user", "content": task.prompt}, {"role": "assistant", "content": str(answer)}], "task_id": task.id})
+        rows.append(
+            {
+                "messages": [{"role": "user", "content": task.prompt}, {"role": "assistant", "content": str(answer)}],
+                "task_id": task.id,
+            }
+        )
     return rows
 
 
@@ -138,8 +166,14 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
         write_jsonl(out / "sft.jsonl", sft_rows)
         engine = create_engine("hf", model=str(tiny))
         train_sft(
-            engine.model, engine.tokenizer, [row["messages"] for row in sft_rows], steps=config.sft_steps,
-            batch_size=config.sft_batch_size, lr=config.sft_lr, warmup_steps=20, seed=config.seed,
+            engine.model,
+            engine.tokenizer,
+            [row["messages"] for row in sft_rows],
+            steps=config.sft_steps,
+            batch_size=config.sft_batch_size,
+            lr=config.sft_lr,
+            warmup_steps=20,
+            seed=config.seed,
             on_step=lambda s: report("sft", s.step + 1, config.sft_steps, f"loss {s.loss:.3f}"),
         )
         save_final(engine.model, engine.tokenizer, base)
@@ -150,16 +184,31 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
     clock = time.perf_counter()
     rl_out = out / "rl"
     if not _stage_done(final):
-        rl_config = TrainConfig.model_validate({
-            "model": {"path": str(base)},
-            "rollout": {"prompts_per_step": config.prompts_per_step, "group_size": config.group_size,
-                        "max_tokens": config.max_tokens, "temperature": config.temperature},
-            "optim": {"lr": config.rl_lr, "warmup_steps": 10, "micro_batch_size": 512},
-            "run": {"steps": config.rl_steps, "seed": config.seed, "out": str(rl_out), "checkpoint_every": 10,
-                    "save_trajectories": False, "loggers": ["jsonl"], "progress": False},
-        })
+        rl_config = TrainConfig.model_validate(
+            {
+                "model": {"path": str(base)},
+                "rollout": {
+                    "prompts_per_step": config.prompts_per_step,
+                    "group_size": config.group_size,
+                    "max_tokens": config.max_tokens,
+                    "temperature": config.temperature,
+                },
+                "optim": {"lr": config.rl_lr, "warmup_steps": 10, "micro_batch_size": 512},
+                "run": {
+                    "steps": config.rl_steps,
+                    "seed": config.seed,
+                    "out": str(rl_out),
+                    "checkpoint_every": 10,
+                    "save_trajectories": False,
+                    "loggers": ["jsonl"],
+                    "progress": False,
+                },
+            }
+        )
         trainer = RLTrainer(rl_config, tasks=train)
-        trainer.train(on_step=lambda step, m: report("rl", step, config.rl_steps, f"reward {m.get('reward/sampled_mean', 0):.3f}"))
+        trainer.train(
+            on_step=lambda step, m: report("rl", step, config.rl_steps, f"reward {m.get('reward/sampled_mean', 0):.3f}")
+        )
         save_final(trainer.model, trainer.tokenizer, final)
     report("rl", config.rl_steps, config.rl_steps)
     timings["rl_s"] = time.perf_counter() - clock
@@ -168,15 +217,23 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
     evals = {}
     for name, model in (("base", base), ("final", final)):
         evals[name] = run_eval(
-            str(model), heldout, samples=config.eval_samples, out=out / "eval" / name, temperature=config.temperature,
-            max_tokens=config.max_tokens, seed=config.seed, record=False,
+            str(model),
+            heldout,
+            samples=config.eval_samples,
+            out=out / "eval" / name,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            seed=config.seed,
+            record=False,
             on_progress=lambda done, total, name=name: report(f"eval {name}", done, total),
         )
     timings["eval_s"] = time.perf_counter() - clock
 
     comparison = compare(load_run(out / "eval" / "base").samples, load_run(out / "eval" / "final").samples)
     total = comparison.total
-    report_path = write_report([out / "eval" / "base", out / "eval" / "final", rl_out], out / "report.html", title="veriloop quickstart")
+    report_path = write_report(
+        [out / "eval" / "base", out / "eval" / "final", rl_out], out / "report.html", title="veriloop quickstart"
+    )
     rewards = [r["reward/sampled_mean"] for r in read_metrics(rl_out) if "reward/sampled_mean" in r]
     summary = {
         "base": str(base),

@@ -129,8 +129,9 @@ class RayBackend:
             except _LOST as error:
                 self._replace(slot, error)  # the replacement starts at this version
 
-    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int,
-                progress: Progress | None = None) -> RolloutBatch:
+    def rollout(
+        self, tasks: Sequence[Task], group_size: int, seed: int, progress: Progress | None = None
+    ) -> RolloutBatch:
         """``group_size`` episodes of each task, sharded over the actors (see the class contract)."""
         started = time.perf_counter()
         shards = shard_bounds(len(tasks), len(self._actors))
@@ -154,8 +155,9 @@ class RayBackend:
             ray.shutdown()
             self._owns_connection = False
 
-    def _run_shards(self, tasks: list[Task], shards: list[tuple[int, int]], group_size: int, seed: int,
-                    progress: Progress | None) -> dict[int, RolloutBatch]:
+    def _run_shards(
+        self, tasks: list[Task], shards: list[tuple[int, int]], group_size: int, seed: int, progress: Progress | None
+    ) -> dict[int, RolloutBatch]:
         """Each shard's batch by slot (shard ``slot`` runs on actor ``slot``), lost ones run again."""
 
         def submit(slot: int) -> ray.ObjectRef:

@@ -43,6 +43,7 @@ from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, stalen
 from veriloop.training._rollout_worker import episode_config, sandbox_tools, trainable_state
 from veriloop.training._step_timer import StepTimer
 
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -57,20 +58,35 @@ class RLTrainer:
     update (async, or Ray), which may sample up to ``pipeline.max_staleness`` steps ahead.
     """
 
-    def __init__(self, config: TrainConfig, tasks: Sequence[Task] | None = None, heldout: Sequence[Task] | None = None,
-                 tools: Any = None):
+    def __init__(
+        self,
+        config: TrainConfig,
+        tasks: Sequence[Task] | None = None,
+        heldout: Sequence[Task] | None = None,
+        tools: Any = None,
+    ):
         ensure_strict_blas()  # before the policy loads: its samples and updates must not depend on batch shapes
         self.config = config
         load_plugins(config.plugins)  # a config built in Python has not loaded them yet
         self.out = Path(config.run.out)
         self.checkpoint_dir = self.out / "checkpoints"
         seed_everything(config.run.seed)
-        self.heldout = list(heldout) if heldout is not None else (
-            load_tasks(config.data.heldout) if config.data.heldout else [])
+        self.heldout = (
+            list(heldout) if heldout is not None else (load_tasks(config.data.heldout) if config.data.heldout else [])
+        )
         # The multi-domain schedule (veriloop.scheduling), when configured, loads the tasks and replaces TaskSampler.
-        self.schedule = DomainSchedule.from_config(
-            config.schedule, config.run.seed, self.out, tasks=tasks, train=config.data.train, heldout=self.heldout,
-        ) if config.schedule.active else None
+        self.schedule = (
+            DomainSchedule.from_config(
+                config.schedule,
+                config.run.seed,
+                self.out,
+                tasks=tasks,
+                train=config.data.train,
+                heldout=self.heldout,
+            )
+            if config.schedule.active
+            else None
+        )
         if self.schedule is not None:
             self.tasks = self.schedule.tasks
         else:
@@ -86,13 +102,15 @@ class RLTrainer:
         self.model, self.tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
         self.reference = reference_model(self.model, config.model) if config.algorithm.beta > 0 else None
         self.engine = HFEngine(self.model, self.tokenizer, max_batch_size=config.rollout.max_batch_size)
-        self.reference_lean = (LeanDecoder(self.reference)
-                               if self.reference is not None and LeanDecoder.supports(self.reference) else None)
+        self.reference_lean = (
+            LeanDecoder(self.reference) if self.reference is not None and LeanDecoder.supports(self.reference) else None
+        )
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         # The fused kernel (one pass over all parameters) where torch has it: 6x faster on CPU.
         fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in trainable)
-        self.optimizer = torch.optim.AdamW(trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay,
-                                           fused=fused)
+        self.optimizer = torch.optim.AdamW(
+            trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay, fused=fused
+        )
         warmup = max(config.optim.warmup_steps, 1)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warmup))
         self.sampler = self.schedule if self.schedule is not None else TaskSampler(self.tasks, config.run.seed)
@@ -125,8 +143,9 @@ class RLTrainer:
         self.step_index += 1
         groups = sampled.groups
         if not groups:
-            return self._finish_step(sampled, {"skipped": 1, **sampled.sampling, **self._schedule_metrics(groups)},
-                                     queue_depth)
+            return self._finish_step(
+                sampled, {"skipped": 1, **sampled.sampling, **self._schedule_metrics(groups)}, queue_depth
+            )
         trajectories = [t for group in groups for t in group]
         # 4. Rewards, shaped: overlong answers penalised, KL as a reward penalty if asked.
         rewards, keep_mask = self._shaped_rewards(trajectories)  # (N,), (N,)
@@ -152,14 +171,21 @@ class RLTrainer:
         self._publish_weights(self.version + 1)
         if self.store is not None:
             self.store.append(trajectories)
-        return self._finish_step(sampled, {
-            **sampled.sampling, **update, **correction, **self._schedule_metrics(groups),
-            **staleness_metrics(trajectories, self.version - 1),
-            "reward/mean": float(torch.tensor([t.reward for t in trajectories]).mean()),
-            "reward/shaped_mean": float(rewards.mean()),
-            "pass_rate": sum(t.score.passed for t in trajectories) / len(trajectories),
-            "response_tokens/mean": float(batch.loss_mask.sum(1).mean()),
-        }, queue_depth)
+        return self._finish_step(
+            sampled,
+            {
+                **sampled.sampling,
+                **update,
+                **correction,
+                **self._schedule_metrics(groups),
+                **staleness_metrics(trajectories, self.version - 1),
+                "reward/mean": float(torch.tensor([t.reward for t in trajectories]).mean()),
+                "reward/shaped_mean": float(rewards.mean()),
+                "pass_rate": sum(t.score.passed for t in trajectories) / len(trajectories),
+                "response_tokens/mean": float(batch.loss_mask.sum(1).mean()),
+            },
+            queue_depth,
+        )
 
     @property
     def version(self) -> int:
@@ -224,8 +250,14 @@ class RLTrainer:
                 group = list(batch.trajectories[start : start + cfg.group_size])
                 counts["groups/sampled"] += 1
                 outcome = _group_outcome(group, algo.dynamic_sampling)
-                draws.append(Draw(self._next_draw + len(draws), group[0].task_id,
-                                  "trained" if outcome is None else "dropped", outcome or ""))
+                draws.append(
+                    Draw(
+                        self._next_draw + len(draws),
+                        group[0].task_id,
+                        "trained" if outcome is None else "dropped",
+                        outcome or "",
+                    )
+                )
                 if outcome == "infra_error":
                     counts["groups/infra_error"] += 1
                     continue
@@ -236,13 +268,25 @@ class RLTrainer:
                 kept.append(group)
         self.heartbeats.idle("rollout")
         self._next_draw += len(draws)
-        return SampledBatch(step, kept, {
-            **counts, "groups/kept": len(kept), "sampling_rounds": rounds,
-            "reward/sampled_mean": sum(all_rewards) / len(all_rewards) if all_rewards else 0.0,
-            "time/rollout_s": rollout_s, "rollout_tokens_per_s": generated / max(rollout_s, 1e-9),
-            "util/engine_busy_s": engine_s, "util/sandbox_busy_fraction": sandbox / max(rollout_s, 1e-9),
-            "util/verify_busy_s": verify_s,  # summed over episodes (code verifiers: time in the sandbox)
-        }, draws, copy.deepcopy(self.sampler.state), version, busy_s=time.monotonic() - started)
+        return SampledBatch(
+            step,
+            kept,
+            {
+                **counts,
+                "groups/kept": len(kept),
+                "sampling_rounds": rounds,
+                "reward/sampled_mean": sum(all_rewards) / len(all_rewards) if all_rewards else 0.0,
+                "time/rollout_s": rollout_s,
+                "rollout_tokens_per_s": generated / max(rollout_s, 1e-9),
+                "util/engine_busy_s": engine_s,
+                "util/sandbox_busy_fraction": sandbox / max(rollout_s, 1e-9),
+                "util/verify_busy_s": verify_s,  # summed over episodes (code verifiers: time in the sandbox)
+            },
+            draws,
+            copy.deepcopy(self.sampler.state),
+            version,
+            busy_s=time.monotonic() - started,
+        )
 
     def _shaped_rewards(self, trajectories: list[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
         """Rewards (N,) after overlong shaping, and a (N,) 0/1 mask of trajectories to train on."""
@@ -267,11 +311,13 @@ class RLTrainer:
             return self._logprobs_without_grad(self.model, batch, None)
 
     def _logprobs_without_grad(self, model: Any, batch: TokenBatch, lean: LeanDecoder | None) -> torch.Tensor:
-        return logprobs_without_grad(model, batch, self.config.rollout.temperature, self.config.optim.micro_batch_size,
-                                     lean=lean)
+        return logprobs_without_grad(
+            model, batch, self.config.rollout.temperature, self.config.optim.micro_batch_size, lean=lean
+        )
 
-    def _loss_inputs(self, batch: TokenBatch, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None,
-                     stale: bool) -> tuple[LossInputs, dict[str, float]]:
+    def _loss_inputs(
+        self, batch: TokenBatch, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None, stale: bool
+    ) -> tuple[LossInputs, dict[str, float]]:
         """The objective's inputs, with the old log-probs (B, C) for the ratio; the mismatch metrics.
 
         Fresh samples: the sampler's log-probs, or recomputed ones when asked (the mismatch is
@@ -290,11 +336,14 @@ class RLTrainer:
         recomputed = self._logprobs_without_grad(self.model, batch, self.engine.lean)  # (B, C)
         diff = (recomputed - sampler).abs() * batch.loss_mask
         tokens = batch.loss_mask.sum().clamp(min=1)
-        metrics = {"logprob_mismatch/mean_abs": float(diff.sum() / tokens),
-                   "logprob_mismatch/max_abs": float(diff.max())}
+        metrics = {
+            "logprob_mismatch/mean_abs": float(diff.sum() / tokens),
+            "logprob_mismatch/max_abs": float(diff.max()),
+        }
         if not decoupled:
-            return LossInputs(batch, sampler if stale else recomputed, advantages, reference_logprobs,
-                              stale=stale), metrics
+            return LossInputs(
+                batch, sampler if stale else recomputed, advantages, reference_logprobs, stale=stale
+            ), metrics
         weights = truncated_importance_weights(recomputed, sampler, pipeline.is_cap)  # (B, C)
         mask = batch.loss_mask.bool()
         metrics["is_weight/mean"] = float(weights[mask].mean()) if mask.any() else 1.0
@@ -323,8 +372,13 @@ class RLTrainer:
                     micro = inputs.select(rows)
                     tokens = float(micro.batch.loss_mask.sum())
                     weight = tokens / total_tokens if algo.aggregation == "token-mean" else len(micro) / len(inputs)
-                    logprobs, entropy = completion_logprobs(self.model, micro.batch, self.config.rollout.temperature,
-                                                            with_entropy=algo.entropy_coef > 0, lean=self.engine.lean)
+                    logprobs, entropy = completion_logprobs(
+                        self.model,
+                        micro.batch,
+                        self.config.rollout.temperature,
+                        with_entropy=algo.entropy_coef > 0,
+                        lean=self.engine.lean,
+                    )
                     loss, stats = objective(logprobs, entropy, micro, algo, dual_clip)
                     (loss * weight).backward()
                     for key, value in stats.items():
@@ -350,8 +404,15 @@ class RLTrainer:
 
     def evaluate(self) -> dict[str, float]:
         """Sampled pass@1 on the held-out tasks (``run.eval_samples`` samples each), per domain too."""
-        batch = rollout(self.heldout, self.engine, self.episode, group_size=self.config.run.eval_samples,
-                        concurrency=self.config.rollout.concurrency, seed=10_007, tools=self.tools)
+        batch = rollout(
+            self.heldout,
+            self.engine,
+            self.episode,
+            group_size=self.config.run.eval_samples,
+            concurrency=self.config.rollout.concurrency,
+            seed=10_007,
+            tools=self.tools,
+        )
         by_domain: dict[str, list[float]] = {}
         for t in batch.trajectories:
             by_domain.setdefault(t.domain, []).append(float(t.score is not None and t.score.passed))
@@ -403,8 +464,13 @@ class RLTrainer:
         """Async mode: the producer thread starts sampling ahead of the trainer."""
         pipeline = self.config.pipeline
         if pipeline.mode == "async" and self.pipeline is None:
-            self.pipeline = AsyncSampler(self._sample_groups, self.backend.set_weights, first_step=self.step_index + 1,
-                                         last_step=self.config.run.steps, max_staleness=pipeline.max_staleness).start()
+            self.pipeline = AsyncSampler(
+                self._sample_groups,
+                self.backend.set_weights,
+                first_step=self.step_index + 1,
+                last_step=self.config.run.steps,
+                max_staleness=pipeline.max_staleness,
+            ).start()
 
     def _stop_pipeline(self) -> None:
         if self.pipeline is not None:
@@ -428,8 +494,15 @@ class RLTrainer:
         sampler_state = self.trained_sampler_state if self.config.pipeline.mode == "async" else self.sampler.state
         with self.heartbeats.phase("checkpoint", f"step {self.step_index}: saving"):
             return save_checkpoint(
-                self.checkpoint_dir, self.step_index, self.model, self.tokenizer, self.optimizer, self.scheduler,
-                sampler_state, {"policy_version": self.version, "draws": self.draws}, self.config.run.keep_checkpoints,
+                self.checkpoint_dir,
+                self.step_index,
+                self.model,
+                self.tokenizer,
+                self.optimizer,
+                self.scheduler,
+                sampler_state,
+                {"policy_version": self.version, "draws": self.draws},
+                self.config.run.keep_checkpoints,
             )
 
     def _resume(self, checkpoint: Path) -> None:
@@ -478,8 +551,11 @@ def _group_outcome(group: list[Trajectory], dynamic_sampling: bool) -> str | Non
 
 
 def _warn_stall(stall: Stall) -> None:
-    print(f"veriloop: {stall.phase} has made no progress for {stall.quiet_s:.0f} s: {stall.doing}", file=sys.stderr,
-          flush=True)
+    print(
+        f"veriloop: {stall.phase} has made no progress for {stall.quiet_s:.0f} s: {stall.doing}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def read_metrics(out: str | Path) -> list[dict[str, Any]]:
@@ -488,5 +564,3 @@ def read_metrics(out: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-

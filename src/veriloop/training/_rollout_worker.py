@@ -43,9 +43,13 @@ class WorkerSpec:
     @classmethod
     def from_config(cls, config: TrainConfig) -> WorkerSpec:
         return cls(
-            model=config.model, episode=episode_config(config), max_batch_size=config.rollout.max_batch_size,
-            concurrency=config.rollout.concurrency, tools=config.rollout.tools,
-            sandbox_workers=config.pipeline.sandbox_workers, torch_threads=config.pipeline.torch_threads,
+            model=config.model,
+            episode=episode_config(config),
+            max_batch_size=config.rollout.max_batch_size,
+            concurrency=config.rollout.concurrency,
+            tools=config.rollout.tools,
+            sandbox_workers=config.pipeline.sandbox_workers,
+            torch_threads=config.pipeline.torch_threads,
             plugins=tuple(config.plugins),
         )
 
@@ -54,8 +58,11 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
     """How the trainer's episodes run, from its rollout section."""
     rollout = config.rollout
     return EpisodeConfig(
-        temperature=rollout.temperature, top_p=rollout.top_p, max_tokens_per_turn=rollout.max_tokens,
-        tools=rollout.tools, feedback_on_fail=rollout.feedback_on_fail,
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        max_tokens_per_turn=rollout.max_tokens,
+        tools=rollout.tools,
+        feedback_on_fail=rollout.feedback_on_fail,
         stop=StopConfig(max_turns=rollout.max_turns, max_total_tokens=rollout.max_tokens * rollout.max_turns * 4),
     )
 
@@ -104,8 +111,14 @@ class RolloutWorker:
     def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
         self.engine.update_weights(state, version)
 
-    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, first_task_index: int = 0,
-                progress: Progress | None = None) -> RolloutBatch:
+    def rollout(
+        self,
+        tasks: Sequence[Task],
+        group_size: int,
+        seed: int,
+        first_task_index: int = 0,
+        progress: Progress | None = None,
+    ) -> RolloutBatch:
         """``group_size`` episodes of each task with the current weights (see ``arollout``)."""
         return run_rollout(self.engine, self.spec, self.tools, tasks, group_size, seed, first_task_index, progress)
 
@@ -115,12 +128,28 @@ class RolloutWorker:
             self.tools = None
 
 
-def run_rollout(engine: HFEngine, spec: WorkerSpec, tools: Any, tasks: Sequence[Task], group_size: int, seed: int,
-                first_task_index: int = 0, progress: Progress | None = None) -> RolloutBatch:
+def run_rollout(
+    engine: HFEngine,
+    spec: WorkerSpec,
+    tools: Any,
+    tasks: Sequence[Task],
+    group_size: int,
+    seed: int,
+    first_task_index: int = 0,
+    progress: Progress | None = None,
+) -> RolloutBatch:
     """Episodes of ``tasks`` on ``engine`` with the worker settings of ``spec``."""
     return rollout(
-        tasks, engine, spec.episode, group_size=group_size, concurrency=spec.concurrency, seed=seed, tools=tools,
-        sandbox_workers=spec.sandbox_workers, first_task_index=first_task_index, progress=progress,
+        tasks,
+        engine,
+        spec.episode,
+        group_size=group_size,
+        concurrency=spec.concurrency,
+        seed=seed,
+        tools=tools,
+        sandbox_workers=spec.sandbox_workers,
+        first_task_index=first_task_index,
+        progress=progress,
     )
 
 

@@ -56,7 +56,9 @@ class SFTStep:
     tokens: int
 
 
-def sft_loss(model: Any, batch: Sequence[tuple[list[int], list[int]]], pad_id: int, lean: Any = None) -> tuple[Any, int]:
+def sft_loss(
+    model: Any, batch: Sequence[tuple[list[int], list[int]]], pad_id: int, lean: Any = None
+) -> tuple[Any, int]:
     """Mean cross-entropy over assistant tokens of a right-padded batch; returns (loss, tokens).
 
     ``lean`` (a LeanDecoder over ``model``) computes the same logits faster.
@@ -79,7 +81,9 @@ def sft_loss(model: Any, batch: Sequence[tuple[list[int], list[int]]], pad_id: i
     else:
         logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float()  # (B, T-1, V)
     targets = labels[:, 1:].to(device)  # (B, T-1) next-token targets, -100 off the assistant turns
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+    loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100
+    )
     return loss, int((targets != -100).sum())
 
 
@@ -164,8 +168,15 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
         raise RowErrors(problems)
     model, tokenizer = load_policy(config.model)
     history = train_sft(
-        model, tokenizer, conversations, steps=config.optim.steps, batch_size=config.optim.batch_size,
-        lr=config.optim.lr, warmup_steps=config.optim.warmup_steps, seed=config.run.seed, on_step=on_step,
+        model,
+        tokenizer,
+        conversations,
+        steps=config.optim.steps,
+        batch_size=config.optim.batch_size,
+        lr=config.optim.lr,
+        warmup_steps=config.optim.warmup_steps,
+        seed=config.run.seed,
+        on_step=on_step,
     )
     save_final(model, tokenizer, Path(config.run.out))
     return history

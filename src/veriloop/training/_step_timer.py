@@ -49,8 +49,10 @@ class StepTimer:
         elapsed = max(time.monotonic() - self._run_started, 1e-9)
         return {
             **{f"time/{name}_s": seconds for name, seconds in self._phases.items() if name != "wait"},
-            "util/trainer_busy_s": busy_s, "util/trainer_wait_s": wait_s,
-            "util/generator_busy_s": sampled.busy_s, "util/generator_wait_s": sampled.wait_s,
+            "util/trainer_busy_s": busy_s,
+            "util/trainer_wait_s": wait_s,
+            "util/generator_busy_s": sampled.busy_s,
+            "util/generator_wait_s": sampled.wait_s,
             "util/inference_to_training": sampled.busy_s / max(busy_s, 1e-9),
             "util/trainer_busy_fraction": min(1.0, self._trainer_busy_s / elapsed),
             "util/generator_busy_fraction": min(1.0, self._generator_busy_s / elapsed),

@@ -106,13 +106,16 @@ def _penalties(config: CombinationConfig, task: Task, response: str) -> list[tup
     return found
 
 
-def _combine(config: CombinationConfig, task: Task, response: str, reward_of, stop_at_zero: bool,
-             passed_of) -> Verdict:
+def _combine(config: CombinationConfig, task: Task, response: str, reward_of, stop_at_zero: bool, passed_of) -> Verdict:
     penalties = _penalties(config, task, response)
     penalty_text = "; ".join(reason for reason, _, _ in penalties)
     if any(fatal for _, _, fatal in penalties):
-        return Verdict(config.floor, False, detail=f"penalised, checks skipped: {penalty_text}",
-                       feedback=f"Penalised: {penalty_text}.")
+        return Verdict(
+            config.floor,
+            False,
+            detail=f"penalised, checks skipped: {penalty_text}",
+            feedback=f"Penalised: {penalty_text}.",
+        )
     ran: list[_Ran] = []
     for index, spec in enumerate(config.checks):
         ran.append(_run_check(index, spec, task, response))
@@ -147,8 +150,9 @@ def check_all_of(config: AllOfConfig, task: Task, response: str) -> Verdict:
             product *= value
         return product
 
-    return _combine(config, task, response, reward_of, config.short_circuit,
-                    lambda ran, reward: all(r.verdict.passed for r in ran))
+    return _combine(
+        config, task, response, reward_of, config.short_circuit, lambda ran, reward: all(r.verdict.passed for r in ran)
+    )
 
 
 @register_verifier("weighted", WeightedConfig)

@@ -39,7 +39,9 @@ class PenaltyKind(Generic[P]):
 PENALTIES: Registry[PenaltyKind[Any]] = Registry("penalty kind")
 
 
-def register_penalty(name: str, config: type[P]) -> Callable[[Callable[[P, Task, str], str | None]], Callable[[P, Task, str], str | None]]:
+def register_penalty(
+    name: str, config: type[P]
+) -> Callable[[Callable[[P, Task, str], str | None]], Callable[[P, Task, str], str | None]]:
     """Decorator registering ``find(config, task, response) -> reason | None`` under ``name``."""
 
     def add(find: Callable[[P, Task, str], str | None]) -> Callable[[P, Task, str], str | None]:
@@ -134,7 +136,8 @@ DEFAULT_UNSAFE = (
 class UnsafePatternConfig(PenaltyConfig):
     amount: float = Field(default=1.0, ge=0, description="subtracted from the reward when the penalty applies")
     patterns: tuple[str, ...] = Field(
-        default=DEFAULT_UNSAFE, min_length=1,
+        default=DEFAULT_UNSAFE,
+        min_length=1,
         description="regexes that must not occur (default: process, file-system, network and introspection calls)",
     )
     ignore_case: bool = Field(default=False, description="match the patterns without regard to case")

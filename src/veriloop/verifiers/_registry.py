@@ -53,7 +53,9 @@ class VerifierKind(Generic[C]):
 VERIFIERS: Registry[VerifierKind[Any]] = Registry("verifier kind")
 
 
-def register_verifier(name: str, config: type[C]) -> Callable[[Callable[[C, Task, str], Verdict]], Callable[[C, Task, str], Verdict]]:
+def register_verifier(
+    name: str, config: type[C]
+) -> Callable[[Callable[[C, Task, str], Verdict]], Callable[[C, Task, str], Verdict]]:
     """Decorator registering ``check(config, task, response_text) -> Verdict`` under ``name``."""
 
     def add(check: Callable[[C, Task, str], Verdict]) -> Callable[[C, Task, str], Verdict]:

@@ -35,7 +35,6 @@ import resource
 import select
 import shutil
 import signal
-import stat
 import struct
 import sys
 import tarfile
@@ -51,10 +50,34 @@ IPC_RMID = 0
 IPC_DENIED = False  # set at start: True when the seccomp filter denies creating SysV IPC objects
 MEMORY_WORDS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"out of memory")
 WARM_MODULES = (
-    "abc", "array", "atexit", "bisect", "collections", "contextlib", "copy", "dataclasses",
-    "datetime", "decimal", "enum", "fractions", "functools", "heapq", "itertools", "json",
-    "math", "operator", "random", "re", "statistics", "string", "textwrap", "threading",
-    "traceback", "types", "typing", "unittest",
+    "abc",
+    "array",
+    "atexit",
+    "bisect",
+    "collections",
+    "contextlib",
+    "copy",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "enum",
+    "fractions",
+    "functools",
+    "heapq",
+    "itertools",
+    "json",
+    "math",
+    "operator",
+    "random",
+    "re",
+    "statistics",
+    "string",
+    "textwrap",
+    "threading",
+    "traceback",
+    "types",
+    "typing",
+    "unittest",
 )
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -86,7 +109,7 @@ def write_message(fd, message):
     data = json.dumps(message).encode()
     view = memoryview(struct.pack(">I", len(data)) + data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def unb64(text):
@@ -304,7 +327,7 @@ def supervise(pid, enforced, stdin, stdin_w, outputs, started):
 
 def feed(fd, pending):
     try:
-        return pending[os.write(fd, pending[:65536]):]
+        return pending[os.write(fd, pending[:65536]) :]
     except BlockingIOError:
         return pending
     except OSError:
@@ -473,9 +496,15 @@ def run_job(job):
     stdout, stderr = outputs[stdout_r][:cap], outputs[stderr_r][:cap]
     status, exit_code, detail = classify(enforced, ending, wait_status, usage, stderr, note)
     reply = {
-        "status": status, "exit_code": exit_code, "stdout": b64(stdout), "stderr": b64(stderr),
-        "wall_s": wall_s, "cpu_s": usage.ru_utime + usage.ru_stime, "detail": detail,
-        "snapshot": None, "restart": False,
+        "status": status,
+        "exit_code": exit_code,
+        "stdout": b64(stdout),
+        "stderr": b64(stderr),
+        "wall_s": wall_s,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "detail": detail,
+        "snapshot": None,
+        "restart": False,
     }
     if job.get("capture"):
         try:

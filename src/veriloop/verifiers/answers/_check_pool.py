@@ -114,13 +114,21 @@ class CheckPool:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         command = [
-            sys.executable, "-m", "veriloop.verifiers.answers._check_process",
-            self.target, str(self.memory_mb or 0), str(os.getpid()),
+            sys.executable,
+            "-m",
+            "veriloop.verifiers.answers._check_process",
+            self.target,
+            str(self.memory_mb or 0),
+            str(os.getpid()),
         ]
         popen = self._spawner.submit(
-            subprocess.Popen, command,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=env, close_fds=True,
+            subprocess.Popen,
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            close_fds=True,
         )
         return _CheckProcess(popen.result())
 

@@ -93,23 +93,36 @@ def check_json_schema(config: JsonSchemaConfig, task: Task, response: str) -> Ve
     from jsonschema import validators
 
     if len(response) > config.max_chars:
-        return Verdict(0.0, False, detail=f"response longer than {config.max_chars} characters",
-                       feedback="The answer is too long; give only the JSON.")
+        return Verdict(
+            0.0,
+            False,
+            detail=f"response longer than {config.max_chars} characters",
+            feedback="The answer is too long; give only the JSON.",
+        )
     value = extract_json(response, config.extract)
     if value is _NOT_JSON:
-        return Verdict(0.0, False, detail="no JSON value found",
-                       feedback="No valid JSON found. Give the answer as one JSON value in a ```json block.")
+        return Verdict(
+            0.0,
+            False,
+            detail="no JSON value found",
+            feedback="No valid JSON found. Give the answer as one JSON value in a ```json block.",
+        )
     validator = validators.validator_for(config.json_schema)(config.json_schema)
     try:
         errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     except RecursionError:
-        return Verdict(0.0, False, detail="JSON too deeply nested to validate",
-                       feedback="The JSON is nested too deeply.")
+        return Verdict(
+            0.0, False, detail="JSON too deeply nested to validate", feedback="The JSON is nested too deeply."
+        )
     if errors:
         shown = "; ".join(f"at {_where(e.absolute_path)}: {e.message[:200]}" for e in errors[:3])
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-        return Verdict(0.0, False, detail=f"{len(errors)} schema violation(s): {shown}{more}",
-                       feedback=f"The JSON does not match the required schema: {shown}{more}.")
+        return Verdict(
+            0.0,
+            False,
+            detail=f"{len(errors)} schema violation(s): {shown}{more}",
+            feedback=f"The JSON does not match the required schema: {shown}{more}.",
+        )
     if config.match_gold:
         gold = task.gold
         if gold is None:
@@ -118,6 +131,10 @@ def check_json_schema(config: JsonSchemaConfig, task: Task, response: str) -> Ve
         if expected is _NOT_JSON:
             raise GraderError("the task's gold is a string that is not JSON")
         if value != expected or json.dumps(value, sort_keys=True) != json.dumps(expected, sort_keys=True):
-            return Verdict(0.0, False, detail="valid JSON, but different from the gold value",
-                           feedback="The JSON has the right shape but the wrong content.")
+            return Verdict(
+                0.0,
+                False,
+                detail="valid JSON, but different from the gold value",
+                feedback="The JSON has the right shape but the wrong content.",
+            )
     return Verdict(1.0, True, detail="JSON satisfies the schema", feedback="Correct.")

@@ -69,9 +69,15 @@ def check_math(config: MathConfig, task: Task, response: str) -> Verdict:
     except CheckTimeout as exc:
         if config.on_timeout == "infra_error":
             raise
-        return Verdict(0.0, False, detail=f"math check timed out: {exc}",
-                       feedback="Your answer could not be checked in time; give a simpler final answer.")
+        return Verdict(
+            0.0,
+            False,
+            detail=f"math check timed out: {exc}",
+            feedback="Your answer could not be checked in time; give a simpler final answer.",
+        )
     return Verdict(
-        reward=float(result["reward"]), passed=bool(result["passed"]),
-        detail=result["detail"], feedback=result["feedback"],
+        reward=float(result["reward"]),
+        passed=bool(result["passed"]),
+        detail=result["detail"],
+        feedback=result["feedback"],
     )

@@ -130,7 +130,8 @@ def _first_math(parsed: tuple[Any, ...]) -> Any:
 
 def _same(left: tuple[Any, ...], right: tuple[Any, ...], options: dict[str, Any]) -> bool:
     return verify(
-        list(left), list(right),
+        list(left),
+        list(right),
         float_rounding=options.get("float_rounding", 6),
         numeric_precision=options.get("numeric_precision", 15),
         strict=options.get("strict", True),
@@ -278,7 +279,7 @@ def _numerically_apart(gold: Any, answer: Any, float_rounding: int) -> bool:
         return False
     if not all(math.isfinite(x) for x in (a.real, a.imag, b.real, b.imag)):
         return False
-    margin = max(10.0 * 10.0 ** -float_rounding, 1e-9 * max(abs(a), abs(b)))
+    margin = max(10.0 * 10.0**-float_rounding, 1e-9 * max(abs(a), abs(b)))
     return abs(a - b) > margin
 
 
@@ -295,11 +296,15 @@ def check_math_answer(request: dict[str, Any]) -> dict[str, Any]:
     gold, response, options = str(request["gold"]), request["response"], request.get("options", {})
     where, candidates = final_answers(response, options.get("fallback", "last_line"))
     if not candidates:
-        return _verdict(0.0, "no final answer found",
-                        "No final answer found. End with exactly one final answer in \\boxed{}.")
+        return _verdict(
+            0.0, "no final answer found", "No final answer found. End with exactly one final answer in \\boxed{}."
+        )
     if any(len(c) > MAX_CANDIDATE_CHARS for c in candidates):
-        return _verdict(0.0, f"final answer longer than {MAX_CANDIDATE_CHARS} characters",
-                        "Your final answer is far too long; give only the final value.")
+        return _verdict(
+            0.0,
+            f"final answer longer than {MAX_CANDIDATE_CHARS} characters",
+            "Your final answer is far too long; give only the final value.",
+        )
     gold_plain = read_plain(gold)
     scalar_gold = gold_plain is not None or _scalar(gold)
     if not scalar_gold and len(candidates) > 1:
@@ -307,19 +312,28 @@ def check_math_answer(request: dict[str, Any]) -> dict[str, Any]:
     answers = _read(candidates, where == "boxed", scalar_gold)
     if not answers:
         shown = _shown(candidates[-1])
-        return _verdict(0.0, f"final answer {shown!r} ({where}) could not be read as math",
-                        f"Your final answer {shown!r} is not a mathematical value.{_expected(gold, options)}")
+        return _verdict(
+            0.0,
+            f"final answer {shown!r} ({where}) could not be read as math",
+            f"Your final answer {shown!r} is not a mathematical value.{_expected(gold, options)}",
+        )
     distinct = _distinct(answers, options)
     if len(distinct) > 1:
         shown = ", ".join(_shown(a.text) for a in distinct[:4])
-        return _verdict(0.0, f"several different final answers: {shown}",
-                        f"You gave several different final answers ({shown}); give exactly one.")
+        return _verdict(
+            0.0,
+            f"several different final answers: {shown}",
+            f"You gave several different final answers ({shown}); give exactly one.",
+        )
     answer = answers[0]
     shown = _shown(answer.text)
     if _correct(gold, gold_plain, answer, options):
         return _verdict(1.0, f"final answer {shown!r} ({where}) equals the gold answer", "Correct.")
-    return _verdict(0.0, f"final answer {shown!r} ({where}) differs from the gold answer {gold!r}",
-                    f"Your final answer {shown} is not correct.{_expected(gold, options)}")
+    return _verdict(
+        0.0,
+        f"final answer {shown!r} ({where}) differs from the gold answer {gold!r}",
+        f"Your final answer {shown} is not correct.{_expected(gold, options)}",
+    )
 
 
 def _scalar(gold: str) -> bool:

@@ -64,11 +64,19 @@ def check_reasoning_gym(config: ReasoningGymConfig, task: Task, response: str) -
     """The generator's own score for the answer (see the module docstring)."""
     answer, problem = extract_tagged_answer(response, config.extract)
     if answer is None:
-        return Verdict(0.0, False, detail=problem,
-                       feedback=f"Found {problem}; give exactly one final answer inside <answer></answer>.")
+        return Verdict(
+            0.0,
+            False,
+            detail=problem,
+            feedback=f"Found {problem}; give exactly one final answer inside <answer></answer>.",
+        )
     request = {
-        "dataset": config.dataset, "config": config.config, "seed": config.seed, "size": config.size,
-        "index": config.index, "answer": answer,
+        "dataset": config.dataset,
+        "config": config.config,
+        "seed": config.seed,
+        "size": config.size,
+        "index": config.index,
+        "answer": answer,
         "prompt": _prompt_text(task) if config.check_question else None,
     }
     try:
@@ -81,6 +89,8 @@ def check_reasoning_gym(config: ReasoningGymConfig, task: Task, response: str) -
     if passed:
         return Verdict(reward, True, detail=f"{config.dataset} scorer gave {score:g}", feedback="Correct.")
     return Verdict(
-        reward, False, detail=f"{config.dataset} scorer gave {score:g} for {shown!r}",
+        reward,
+        False,
+        detail=f"{config.dataset} scorer gave {score:g} for {shown!r}",
         feedback=f"Your answer {shown!r} is not correct" + (" (partly right)." if score > 0 else "."),
     )

@@ -71,6 +71,8 @@ def check_regex(config: RegexConfig, task: Task, response: str) -> Verdict:
     if matched:
         return Verdict(1.0, True, detail="pattern matched")
     return Verdict(
-        0.0, False, detail="pattern did not match",
+        0.0,
+        False,
+        detail="pattern did not match",
         feedback=f"The answer must match the format /{config.pattern}/.",
     )

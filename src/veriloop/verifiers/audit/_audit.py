@@ -81,17 +81,24 @@ def _rows(results: list[tuple[Task, Exploit, Score]]) -> list[AuditRow]:
     for (kind, category), per_task in sorted(grouped.items()):
         all_must_pass = category == "mutated_gold"
         fooled_tasks = [
-            task_id for task_id, scores in per_task.items()
+            task_id
+            for task_id, scores in per_task.items()
             if (all(map(_fooled, scores)) if all_must_pass else any(map(_fooled, scores)))
         ]
         every = [s for scores in per_task.values() for s in scores]
         broke = [s for s in every if s.status == "infra_error"]
         worst = max(every, key=lambda s: (_fooled(s), s.status == "infra_error", s.reward or 0.0))
-        rows.append(AuditRow(
-            kind=kind, category=category, tasks=len(per_task), fooled=len(fooled_tasks), broke=len(broke),
-            max_reward=max((s.reward or 0.0) for s in every),
-            example=f"{worst.task_id}: {worst.detail}"[:300],
-        ))
+        rows.append(
+            AuditRow(
+                kind=kind,
+                category=category,
+                tasks=len(per_task),
+                fooled=len(fooled_tasks),
+                broke=len(broke),
+                max_reward=max((s.reward or 0.0) for s in every),
+                example=f"{worst.task_id}: {worst.detail}"[:300],
+            )
+        )
     return rows
 
 
@@ -122,7 +129,12 @@ def audit_tasks(
         for number, exploit in enumerate(exploits_for(task, list(tasks))):
             if exploit.costly and not take_costly:
                 continue
-            pairs.append((task, Response(id=f"{task.id}#{exploit.category}/{number}", task_id=task.id, response=exploit.response)))
+            pairs.append(
+                (
+                    task,
+                    Response(id=f"{task.id}#{exploit.category}/{number}", task_id=task.id, response=exploit.response),
+                )
+            )
             plan.append((task, exploit))
     scores = verify_many(pairs, threads=threads, on_score=on_score)
     gold_scores: dict[str, list[Score]] = defaultdict(list)
@@ -139,6 +151,9 @@ def audit_tasks(
         failures += [failed] if failed else []
         flaky += [unstable] if unstable else []
     return AuditReport(
-        tasks=len(sample), responses=len(pairs), gold_failures=tuple(failures), flaky=tuple(flaky),
+        tasks=len(sample),
+        responses=len(pairs),
+        gold_failures=tuple(failures),
+        flaky=tuple(flaky),
         rows=tuple(_rows(exploit_results)),
     )

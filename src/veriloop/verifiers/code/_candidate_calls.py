@@ -4,8 +4,8 @@ One process per candidate runs all its inputs (the fast path); it reports each r
 soon as the call returns. Many candidates' processes run at once across the sandbox
 workers, never two candidates in one process. When the process dies during a call (an
 exit, a crash, a memory limit), that call fails with the reason and the process is started
-again for the calls after it, a bounded number of times. A time limit ends the batch: the remaining calls fail as timed out, so a
-program that loops forever costs one time limit, not one per input.
+again for the calls after it, a bounded number of times. A time limit ends the batch: the
+remaining calls fail as timed out, so a program that loops forever costs one time limit, not one per input.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults) 
             break
         index = frame.pop("i")
         answered.add(index)
-        out.outcomes[batch[index]] = {k: frame[k] for k in ("value", "error", "harness", "repeat_differs") if k in frame}
+        out.outcomes[batch[index]] = {
+            k: frame[k] for k in ("value", "error", "harness", "repeat_differs") if k in frame
+        }
     if problem:
         out.tampered = problem
         return None
@@ -112,8 +114,10 @@ def _script(state: _Progress) -> PythonRun:
     state.nonce = new_nonce()
     twice = set(state.request.repeat)
     job = {
-        "program": state.request.program, "entry_point": state.request.entry_point,
-        "calls": state.pending, "nonce": state.nonce,
+        "program": state.request.program,
+        "entry_point": state.request.entry_point,
+        "calls": state.pending,
+        "nonce": state.nonce,
         "repeat": [i for i, key in enumerate(state.pending) if key in twice],
     }
     return PythonRun(build_script("_candidate_process", "run_candidate", job, sandbox_tag()), state.request.limits)
@@ -150,7 +154,10 @@ def call_candidates(requests: Sequence[CallRequest]) -> list[CallResults]:
             _advance(state, result)
     for state in states:
         for key in state.pending:
-            state.out.outcomes[key] = {"error": "was not run: the program ended its process too many times", "harness": True}
+            state.out.outcomes[key] = {
+                "error": "was not run: the program ended its process too many times",
+                "harness": True,
+            }
     return [state.out for state in states]
 
 

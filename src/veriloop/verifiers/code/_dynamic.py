@@ -217,9 +217,9 @@ def mutate_stdin(base: Sequence[str], count: int, rng: random.Random) -> list[st
         lines = text.split("\n")
         out_lines = []
         for index, line in enumerate(lines):
-            later = [l for l in lines[index + 1 :] if l.strip()]
+            later = [following for following in lines[index + 1 :] if following.strip()]
             protected = {str(len(later[0].split())) if later else None, str(len(later))}
-            out_lines.append(_NUMBER.sub(lambda m: _vary_number(m.group(), protected, numbers, rng), line))
+            out_lines.append(_NUMBER.sub(lambda m: _vary_number(m.group(), protected, numbers, rng), line))  # noqa: B023 (called here)
         new = "\n".join(out_lines)
         if new not in seen:
             seen.add(new)

@@ -135,13 +135,17 @@ def verdict(tallies: Sequence[Tally], all_or_nothing: bool) -> Verdict:
     if all_passed:
         return Verdict(reward, True, detail=detail, feedback=f"All {total} tests passed.")
     feedback = [line for t in tallies for line in t.feedback][:SHOWN]
-    return Verdict(reward, False, detail=detail, feedback=" ".join([f"{total - passed} of {total} tests failed.", *feedback]))
+    return Verdict(
+        reward, False, detail=detail, feedback=" ".join([f"{total - passed} of {total} tests failed.", *feedback])
+    )
 
 
 def failed_to_run(reason: str, entry_point: str) -> Verdict:
     """Reward 0: the program did not load (syntax error, early exit, missing function)."""
     return Verdict(
-        0.0, False, detail=f"the program did not run: {reason}",
+        0.0,
+        False,
+        detail=f"the program did not run: {reason}",
         feedback=f"Your code could not be run: {reason}. Return the complete function `{entry_point}`.",
     )
 
@@ -149,7 +153,9 @@ def failed_to_run(reason: str, entry_point: str) -> Verdict:
 def tampered(problem: str) -> Verdict:
     """Reward 0: something other than the harness wrote to the result channel."""
     return Verdict(
-        0.0, False, detail=f"result channel tampered with: {problem}",
+        0.0,
+        False,
+        detail=f"result channel tampered with: {problem}",
         feedback="Your program interfered with the test harness. Return results from the function; "
         "do not print or write them anywhere else.",
     )

@@ -236,7 +236,9 @@ def check_many(requests: Sequence[tuple[PythonTestsConfig, Task, str]]) -> list[
         elif check.fixed:
             tallies.append(scoring.fixed_tally(check.config.entry_point, check.frame, check.plan.planned))
         if check.suite:
-            tallies.append(scoring.dynamic_tally(check.config.entry_point, check.suite, check.results, check.config.rel_tol))
+            tallies.append(
+                scoring.dynamic_tally(check.config.entry_point, check.suite, check.results, check.config.rel_tol)
+            )
         try:
             check.outcome = scoring.verdict(tallies, check.config.scoring == "all_or_nothing")
         except GraderError as exc:

@@ -25,7 +25,7 @@ _SANDBOXED = Path(__file__).parent / "sandboxed"
 _SHARED = ("_wire", "_channel")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module_source(name: str) -> str:
     lines = (_SANDBOXED / f"{name}.py").read_text(encoding="utf-8").splitlines()
     return "\n".join(line for line in lines if not line.endswith("# sandbox: strip")) + "\n"
@@ -51,7 +51,7 @@ TAG_PROBE = f"import sys as _sys\nprint({_TAG_EXPRESSION})\n"
 """A script printing the interpreter tag of wherever it runs (see ``interpreter_tag``)."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _harness(module: str) -> tuple[str, str]:
     source = "".join(_module_source(name) for name in (*_SHARED, module))
     return source, compiled_blob(compile(source, f"<{module}>", "exec", optimize=2))

@@ -66,15 +66,18 @@ def _test_run(chunk: Sequence[tuple[TestSource, dict[str, Outcome]]]) -> tuple[P
     items, compiled = [], {}
     for source, answers in chunk:
         item = {
-            "prompt_code": source.prompt_code, "tests": source.tests, "entry_point": source.entry_point,
-            "answers": answers, "seed": source.seed,
+            "prompt_code": source.prompt_code,
+            "tests": source.tests,
+            "entry_point": source.entry_point,
+            "answers": answers,
+            "seed": source.seed,
         }
         if precompiled:
             item["code_key"] = _code_key(source)
             compiled[item["code_key"]] = _compiled(source)
         items.append(item)
     limits = [source.test_limits() for source, _ in chunk]
-    combined = CodeLimits(max(l.timeout_s for l in limits), max(l.memory_mb for l in limits))
+    combined = CodeLimits(max(each.timeout_s for each in limits), max(each.memory_mb for each in limits))
     job = {"items": items, "compiled": compiled, "nonce": nonce}
     return PythonRun(build_script("_tests_process", "run_tests", job, sandbox_tag()), combined), nonce
 
@@ -108,7 +111,9 @@ def evaluate_tests(requests: Sequence[tuple[TestSource, dict[str, Outcome]]]) ->
                 elif len(chunk) > 1:
                     retry.append(index)
                 else:
-                    why = f"{result.status}, exit code {result.exit_code}" + (f", {result.detail}" if result.detail else "")
+                    why = f"{result.status}, exit code {result.exit_code}" + (
+                        f", {result.detail}" if result.detail else ""
+                    )
                     outcomes[index] = GraderError(f"the test process failed ({why}): {result.stderr[-300:]}")
         todo, size = retry, 1
     return outcomes

@@ -28,7 +28,7 @@ def open_channel(nonce):
     def emit(obj):
         data = prefix + dumps(obj, separators=(",", ":"), allow_nan=False).encode() + b"\n"
         while data:
-            data = data[write(channel, data):]
+            data = data[write(channel, data) :]
 
     return emit
 
@@ -74,7 +74,7 @@ def parse_frames(stdout, nonce):
         if not line.startswith(nonce):
             return frames, "stray output on the result channel"
         try:
-            frame = _json.loads(line[len(nonce):], parse_constant=_reject_frame_constant)
+            frame = _json.loads(line[len(nonce) :], parse_constant=_reject_frame_constant)
         except ValueError:
             return frames, "malformed frame on the result channel"
         if not isinstance(frame, dict):

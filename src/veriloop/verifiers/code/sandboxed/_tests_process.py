@@ -19,7 +19,7 @@ Sent into the sandbox after ``_wire`` and ``_channel``; the imports below are st
 import ast
 
 from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
-from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value, loads_value  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value  # sandbox: strip
 
 TESTS_FILE = "<tests>"
 PROMPT_FILE = "<prompt>"
@@ -137,12 +137,12 @@ class CaseLog:
 class _Instrument(ast.NodeTransformer):
     """Rewrites ``assert TEST, MSG`` into the try statement below, reporting to ``_vl_case``.
 
-        try:
-            _vl_ok = TEST                     # or, for LEFT == RIGHT with the call on one side:
-        except Exception as _vl_error:        #   _vl_left = LEFT; _vl_right = RIGHT
-            _vl_case(LINE, SOURCE, False, _vl_error)   # _vl_ok = _vl_left == _vl_right
-        else:
-            _vl_case(LINE, SOURCE, _vl_ok, None, lambda: MSG[, _vl_left, _vl_right, SIDE])
+    try:
+        _vl_ok = TEST                     # or, for LEFT == RIGHT with the call on one side:
+    except Exception as _vl_error:        #   _vl_left = LEFT; _vl_right = RIGHT
+        _vl_case(LINE, SOURCE, False, _vl_error)   # _vl_ok = _vl_left == _vl_right
+    else:
+        _vl_case(LINE, SOURCE, _vl_ok, None, lambda: MSG[, _vl_left, _vl_right, SIDE])
     """
 
     def __init__(self, source, names):
@@ -151,8 +151,7 @@ class _Instrument(ast.NodeTransformer):
 
     def _calls_candidate(self, node):
         return any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in self.names
-            for n in ast.walk(node)
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in self.names for n in ast.walk(node)
         )
 
     def visit_Assert(self, node):
@@ -160,8 +159,10 @@ class _Instrument(ast.NodeTransformer):
             return ast.copy_location(ast.Pass(), node)
 
         where = {
-            "lineno": node.lineno, "col_offset": node.col_offset,
-            "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset,
+            "lineno": node.lineno,
+            "col_offset": node.col_offset,
+            "end_lineno": node.end_lineno,
+            "end_col_offset": node.end_col_offset,
         }
 
         def new(kind, **fields):
