@@ -57,3 +57,39 @@ def test_an_invalid_schema_is_a_task_error():
     assert "not a valid JSON Schema" in check_task(task)
     missing = Task(id="t", domain="d", prompt="p", verifier={"kind": "json_schema"})
     assert "missing field 'verifier.schema'" in check_task(missing)
+
+
+def test_non_finite_numbers_never_satisfy_numeric_bounds():
+    for number in ("NaN", "Infinity", "-Infinity", "1e999", "-1e400"):
+        for response in (
+            f'{{"name": "pen", "price": {number}}}',
+            f'```json\n{{"name": "pen", "price": {number}}}\n```',
+            f'Here: {{"name": "pen", "price": {number}}} done',
+        ):
+            result = score(response)
+            assert result.status == "scored" and not result.passed, (response, result.detail)
+            assert "not standard JSON" in result.detail
+
+
+def test_finite_numbers_at_the_bounds_still_pass():
+    assert score('{"name": "pen", "price": 0}').passed
+    assert score('{"name": "pen", "price": 1e300}').passed
+    assert score('{"name": "NaN", "price": 2.5E-3}').passed
+
+
+def test_duplicate_keys_are_an_error_not_last_wins():
+    for response in (
+        '{"name": "pen", "price": -1, "price": 1}',
+        '```json\n{"name": "pen", "price": 1, "price": 1}\n```',
+        'Answer: {"name": "pen", "price": -5, "price": 2}',
+    ):
+        result = score(response)
+        assert result.status == "scored" and not result.passed, response
+        assert "appears more than once" in result.detail
+
+
+def test_the_same_key_in_different_objects_is_fine():
+    schema = {"type": "array", "items": SCHEMA}
+    task = Task(id="t", domain="json", prompt="p", verifier={"kind": "json_schema", "schema": schema})
+    response = '[{"name": "a", "price": 1}, {"name": "b", "price": 2}]'
+    assert verify(task, Response(id="r", task_id="t", response=response)).passed

@@ -5,11 +5,17 @@ response, else from the last complete ``{...}`` or ``[...]`` value in it (``extr
 of these). With ``match_gold`` the value must also equal the task's gold (a JSON value, or a
 string holding one). Validation uses the schema's own draft (2020-12 when it names none);
 ``format`` keywords are annotations only, as the standard says by default.
+
+Only standard JSON (RFC 8259) is read: ``NaN``, ``Infinity`` and numbers too large for a float
+(which Python would read as infinite) are refused, since a non-finite number satisfies no
+numeric bound yet slips past ``minimum``/``maximum`` checks; an object that repeats a key is
+refused rather than read as its last value, since readers disagree on which copy wins.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Literal
 
@@ -20,6 +26,33 @@ from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, r
 
 _FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _NOT_JSON = object()
+
+
+class RefusedJson(ValueError):
+    """JSON that Python's reader would accept but the standard does not: the answer scores 0."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise RefusedJson(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise RefusedJson(f"the number {text[:40]} is too large to represent")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise RefusedJson(f"the key {repeated[:80]!r} appears more than once in one object")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
 
 
 class JsonSchemaConfig(VerifierConfig):
@@ -45,15 +78,17 @@ class JsonSchemaConfig(VerifierConfig):
 
 
 def _loads(text: str) -> Any:
+    """The JSON value of ``text``, or ``_NOT_JSON``; raises RefusedJson for non-standard JSON."""
     try:
-        return json.loads(text)
+        return _DECODER.decode(text)
+    except RefusedJson:
+        raise
     except (ValueError, RecursionError):
         return _NOT_JSON
 
 
 def _last_value(text: str) -> Any:
     """The last complete JSON object or array in ``text`` that is not inside another."""
-    decoder = json.JSONDecoder()
     found, index = _NOT_JSON, 0
     while True:
         starts = [i for i in (text.find("{", index), text.find("[", index)) if i >= 0]
@@ -61,7 +96,9 @@ def _last_value(text: str) -> Any:
             return found
         start = min(starts)
         try:
-            value, end = decoder.raw_decode(text, start)
+            value, end = _DECODER.raw_decode(text, start)
+        except RefusedJson:
+            raise
         except (ValueError, RecursionError):
             index = start + 1
             continue
@@ -69,7 +106,10 @@ def _last_value(text: str) -> Any:
 
 
 def extract_json(response: str, extract: str) -> Any:
-    """The JSON value a response gives, or ``_NOT_JSON`` (see JsonSchemaConfig.extract)."""
+    """The JSON value a response gives, or ``_NOT_JSON`` (see JsonSchemaConfig.extract).
+
+    Raises RefusedJson when that value is not standard JSON (see the module docstring).
+    """
     if extract in ("auto", "fenced"):
         blocks = _FENCED.findall(response)
         if blocks:
@@ -99,7 +139,15 @@ def check_json_schema(config: JsonSchemaConfig, task: Task, response: str) -> Ve
             detail=f"response longer than {config.max_chars} characters",
             feedback="The answer is too long; give only the JSON.",
         )
-    value = extract_json(response, config.extract)
+    try:
+        value = extract_json(response, config.extract)
+    except RefusedJson as exc:
+        return Verdict(
+            0.0,
+            False,
+            detail=f"not standard JSON: {exc}",
+            feedback=f"The answer is not standard JSON: {exc}.",
+        )
     if value is _NOT_JSON:
         return Verdict(
             0.0,
