@@ -100,7 +100,7 @@ def open_engine(model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_A
     return create_engine("hf", model=str(directory), device=device), spec, True
 
 
-def episode_config(temperature: float, max_tokens: int) -> Any:
+def eval_episode_config(temperature: float, max_tokens: int) -> Any:
     """A single-turn ``EpisodeConfig``; out-of-range values are a UserError."""
     from pydantic import ValidationError
 
@@ -257,7 +257,7 @@ def run_eval(
     engine, label, owned = open_engine(model, device=device, api_key_env=api_key_env)
     label = model_label or label
     try:
-        episode = episode or episode_config(temperature, max_tokens)
+        episode = episode or eval_episode_config(temperature, max_tokens)
         settings = EvalSettings(
             model=label,
             engine=engine.name,

@@ -7,11 +7,13 @@ from veriloop.rollout._episode import EpisodeConfig, Observation, ToolExecutor, 
 from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
-from veriloop.rollout._rollout import RolloutBatch, RolloutMetrics, arollout, rollout, summarize
+from veriloop.rollout._rollout import RolloutBatch, RolloutMetrics, arollout, rollout, summarize_rollout
 from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate, repeating_block
 from veriloop.rollout._tools import SandboxTools, format_observation
 from veriloop.rollout._store import TrajectoryStore, conversation, preference_pairs, sft_rows
+
+summarize = summarize_rollout  # the earlier name, kept for one release
 
 __all__ = [
     "ENGINES",
@@ -48,5 +50,6 @@ __all__ = [
     "run_episode",
     "sft_rows",
     "summarize",
+    "summarize_rollout",
     "tool_instructions",
 ]

@@ -98,7 +98,8 @@ async def arollout(
     trajectories = tuple(await asyncio.gather(*jobs))
     wall_s = time.perf_counter() - started
     return RolloutBatch(
-        trajectories, summarize(trajectories, wall_s, sandbox_workers, getattr(engine, "busy_s", 0.0) - engine_busy)
+        trajectories,
+        summarize_rollout(trajectories, wall_s, sandbox_workers, getattr(engine, "busy_s", 0.0) - engine_busy),
     )
 
 
@@ -125,7 +126,7 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
             loop.close()
 
 
-def summarize(
+def summarize_rollout(
     trajectories: Sequence[Trajectory], wall_s: float, sandbox_workers: int = 1, engine_busy_s: float = 0.0
 ) -> RolloutMetrics:
     generated = sum(

@@ -30,7 +30,7 @@ import torch
 from ray.exceptions import ObjectLostError, RayActorError
 
 from veriloop.core import Task
-from veriloop.rollout import RolloutBatch, summarize
+from veriloop.rollout import RolloutBatch, summarize_rollout
 from veriloop.training._config import PipelineSection
 from veriloop.training._rollout_worker import Progress, RolloutWorker, WorkerSpec
 
@@ -139,7 +139,7 @@ class RayBackend:
         trajectories = tuple(t for slot in range(len(shards)) for t in batches[slot].trajectories)
         engine_busy_s = sum(batch.metrics.engine_busy_s for batch in batches.values())  # summed over actors
         sandbox_workers = self.spec.sandbox_workers * len(self._actors)
-        metrics = summarize(trajectories, time.perf_counter() - started, sandbox_workers, engine_busy_s)
+        metrics = summarize_rollout(trajectories, time.perf_counter() - started, sandbox_workers, engine_busy_s)
         return RolloutBatch(trajectories, metrics)
 
     def close(self) -> None:
