@@ -7,6 +7,7 @@ Subcommand modules import their heavy dependencies inside the command functions,
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 import typer
@@ -52,8 +53,31 @@ def _print_user_error(exc: BaseException) -> None:
         click.secho(f"error: {line}" if len(lines) == 1 else line, fg="red", err=True)
 
 
+def _click_exceptions(name: str) -> tuple[type[BaseException], ...]:
+    """``name`` from click and from the copy of click that typer may ship (``typer._click``,
+    ``typer.exceptions``): the parser raises the latter's classes, not the separate package's."""
+    import importlib
+
+    found = set()
+    for module_name in ("click.exceptions", "typer.exceptions", "typer._click.exceptions"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if isinstance(getattr(module, name, None), type):
+            found.add(getattr(module, name))
+    return tuple(found)
+
+
+def _usage_line(exc: Any) -> str:
+    """One line: what was wrong, and where help is."""
+    context = getattr(exc, "ctx", None)
+    where = f" (see '{context.command_path} --help')" if context is not None else ""
+    return f"error: {exc.format_message()}{where}"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run the command line; exit 2 on user errors without a traceback."""
+    """Run the command line; exit 2 on user and usage errors with one line and no traceback."""
     from veriloop.core._errors import UserError
 
     command = typer.main.get_command(app)
@@ -62,10 +86,13 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as exc:
         _print_user_error(exc)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except _click_exceptions("Abort"):
         click.echo("aborted", err=True)
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+    except _click_exceptions("NoArgsIsHelpError") as exc:
+        click.echo(exc.ctx.get_help())  # a command group run bare: its help, not an error
+        sys.exit(0)
+    except _click_exceptions("ClickException") as exc:
+        click.secho(_usage_line(exc), fg="red", err=True)
+        sys.exit(2 if exc.exit_code == 1 else exc.exit_code)
     sys.exit(result if isinstance(result, int) else 0)
