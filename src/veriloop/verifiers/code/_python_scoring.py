@@ -79,12 +79,18 @@ def fixed_tally(entry_point: str, frame: dict[str, Any], planned: int) -> Tally:
 
 
 def values_match(got: Any, want: Any, rel_tol: float) -> bool:
-    """Equality of plain values, with a tolerance for floats; containers must match in type."""
+    """Equality of plain values: integers exactly, floats (and floats against integers) within
+    ``rel_tol``; containers must match in type."""
     numbers = (int, float)
+    if type(got) is int and type(want) is int:
+        return got == want
     if type(got) in numbers and type(want) in numbers:
         if isinstance(got, float) and isinstance(want, float) and math.isnan(got) and math.isnan(want):
             return True
-        return math.isclose(got, want, rel_tol=rel_tol, abs_tol=rel_tol)
+        try:
+            return math.isclose(got, want, rel_tol=rel_tol, abs_tol=rel_tol)
+        except OverflowError:  # an int past the float range: only an exactly equal value matches
+            return got == want
     if type(got) is not type(want):
         return False
     if isinstance(got, (list, tuple)):

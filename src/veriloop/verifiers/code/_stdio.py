@@ -9,8 +9,10 @@ it prints can forge a verdict; an early clean exit just ends its answer early.
 
 from __future__ import annotations
 
+import decimal
 import math
 import random
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -38,7 +40,7 @@ class StdioConfig(VerifierConfig):
     compare: Literal["exact", "lines", "tokens", "numbers"] = Field(
         default="lines",
         description="exact text; lines (trailing spaces and blank lines ignored); tokens (any whitespace); "
-        "numbers (tokens, numbers within rel_tol)",
+        "numbers (tokens; integers exactly, other numbers within rel_tol; ASCII digits only)",
     )
     case_sensitive: bool = Field(default=True, description="compare letter case")
     rel_tol: float = Field(default=1e-6, ge=0, le=1, description="tolerance of numbers under compare 'numbers'")
@@ -84,14 +86,50 @@ def outputs_match(got: str, want: str, config: StdioConfig) -> bool:
     return len(a) == len(b) and all(_token_match(x, y, config.rel_tol) for x, y in zip(a, b))
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+
+def _integer_text(token: str) -> str:
+    """The canonical text of an integer token: no plus sign, no leading zeros, no minus on zero.
+
+    Compared as text, so integers of any length are exact (``int()`` refuses long digit strings).
+    """
+    negative = token.startswith("-")
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return "-" + digits if negative and digits != "0" else digits
+
+
 def _token_match(got: str, want: str, rel_tol: float) -> bool:
+    """Numbers as the task's text writes them: ASCII digits only (``float()`` would also read
+    other scripts' digits, ``1_000``, ``nan`` and ``inf``). An expected integer is met by the
+    same integer exactly, or by a decimal within ``rel_tol`` of it in absolute terms (``6.0``
+    for ``6``, never ``1000000000001.0`` for ``1000000000000``); other numbers within ``rel_tol``."""
     if got == want:
         return True
+    if _INTEGER.fullmatch(want) and _INTEGER.fullmatch(got):
+        return _integer_text(got) == _integer_text(want)
+    if not (_DECIMAL.fullmatch(got) and _DECIMAL.fullmatch(want)):
+        return False
+    if _INTEGER.fullmatch(want):
+        return _exactly_within(got, want, rel_tol)
     try:
         x, y = float(got), float(want)
-    except ValueError:
+    except (ValueError, OverflowError):
         return False
-    return math.isfinite(x) and math.isclose(x, y, rel_tol=rel_tol, abs_tol=rel_tol)
+    return math.isfinite(x) and math.isfinite(y) and math.isclose(x, y, rel_tol=rel_tol, abs_tol=rel_tol)
+
+
+def _exactly_within(got: str, want: str, abs_tol: float) -> bool:
+    """``|got - want| <= abs_tol`` in exact decimal arithmetic (enough digits for both tokens)."""
+    context = decimal.Context(
+        prec=len(got) + len(want) + 10, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[decimal.InvalidOperation]
+    )
+    try:
+        difference = context.subtract(decimal.Decimal(got), decimal.Decimal(want))
+        return context.compare(context.abs(difference), decimal.Decimal(abs_tol)) <= 0
+    except (decimal.DecimalException, ValueError):
+        return False
 
 
 def _clip(text: str) -> str:
