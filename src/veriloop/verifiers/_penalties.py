@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from veriloop.core import Registry, Task, UnknownNameError, describe_validation_error
 from veriloop.verifiers._registry import VerifierConfig
+from veriloop.verifiers._visible_words import visible_tokens, visible_words
 
 P = TypeVar("P", bound="PenaltyConfig")
 
@@ -68,24 +69,33 @@ def parse_penalty(spec: dict[str, Any]) -> tuple[PenaltyKind[Any], PenaltyConfig
 
 class TooLongConfig(PenaltyConfig):
     max_chars: int | None = Field(default=None, ge=1, description="most characters allowed")
-    max_words: int | None = Field(default=None, ge=1, description="most whitespace-separated words allowed")
+    max_words: int | None = Field(
+        default=None, ge=1, description="most words allowed (letter or digit runs, whatever separates them)"
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="most tokens allowed, as a BPE tokenizer's pre-tokenizer splits text"
+    )
 
     @model_validator(mode="after")
     def _some_limit(self) -> TooLongConfig:
-        if self.max_chars is None and self.max_words is None:
-            raise ValueError("set max_chars or max_words")
+        if self.max_chars is None and self.max_words is None and self.max_tokens is None:
+            raise ValueError("set max_chars, max_words or max_tokens")
         return self
 
 
 @register_penalty("too_long", TooLongConfig)
 def find_too_long(config: TooLongConfig, task: Task, response: str) -> str | None:
-    """The response is longer than the limit."""
+    """The response is longer than a limit; words and tokens are counted as ``_visible_words`` says."""
     if config.max_chars is not None and len(response) > config.max_chars:
         return f"the response is {len(response)} characters long; the limit is {config.max_chars}"
-    if config.max_words is not None:
-        words = len(response.split())
-        if words > config.max_words:
-            return f"the response is {words} words long; the limit is {config.max_words}"
+    for limit, count, unit in (
+        (config.max_words, visible_words, "words"),
+        (config.max_tokens, visible_tokens, "tokens"),
+    ):
+        if limit is not None:
+            length = count(response)
+            if length > limit:
+                return f"the response is {length} {unit} long; the limit is {limit}"
     return None
 
 
