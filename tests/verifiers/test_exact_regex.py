@@ -1,3 +1,6 @@
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 from veriloop.core import Response, Task
 from veriloop.verifiers import verify
 
@@ -36,3 +39,22 @@ def test_regex_fullmatch_and_search():
     assert _score(date, "2026-11-30").passed
     assert not _score(date, "it is 2026-11-30").passed
     assert _score(date | {"mode": "search"}, "it is 2026-11-30").passed
+
+
+def test_catastrophic_backtracking_fails_the_answer_within_the_time_limit():
+    nested = {"kind": "regex", "pattern": r"(a+)+$", "mode": "search", "timeout_s": 1.0}
+    _score(nested, "a")  # starts the check process, so the timing below is the match alone
+    started = time.monotonic()
+    score = _score(nested, "a" * 40 + "!")
+    elapsed = time.monotonic() - started
+    assert score.status == "scored" and score.reward == 0.0 and not score.passed
+    assert "ran past 1 s" in score.detail
+    assert elapsed < 10  # the exponential match alone would take hours
+
+
+def test_matches_from_threads_still_pass_after_a_runaway_match():
+    nested = {"kind": "regex", "pattern": r"(a+)+b", "timeout_s": 1.0}
+    assert not _score(nested, "a" * 40).passed
+    with ThreadPoolExecutor(4) as threads:
+        scores = list(threads.map(lambda n: _score(nested, "a" * n + "b"), range(1, 30)))
+    assert all(score.passed for score in scores)

@@ -1,4 +1,11 @@
-"""Verifier kinds on plain text: ``exact`` and ``regex``."""
+"""Verifier kinds on plain text: ``exact`` and ``regex``.
+
+A regex match runs in the killable check pool (``_check_pool.py``, target ``_regex_check.py``),
+not in the caller: a pattern that backtracks catastrophically on an adversarial answer would
+otherwise hold the caller's thread (and the GIL) for as long as it likes, and Python cannot
+interrupt a running match. A match that passes ``timeout_s`` has its process killed and the
+answer fails (reward 0): the answer, not the grader, made the match run away.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,9 @@ from pydantic import Field, field_validator
 
 from veriloop.core import Task
 from veriloop.verifiers._registry import Verdict, VerifierConfig, register_verifier
+from veriloop.verifiers.answers._check_pool import CheckTimeout, shared_pool
+
+REGEX_CHECK = "veriloop.verifiers.answers._regex_check:match_regex"
 
 
 def _normalise(text: str, strip: bool, case_sensitive: bool) -> str:
@@ -50,6 +60,9 @@ class RegexConfig(VerifierConfig):
         default="fullmatch", description="match the whole (stripped) response, or find it anywhere"
     )
     ignore_case: bool = Field(default=False, description="case-insensitive matching")
+    timeout_s: float = Field(
+        default=2.0, gt=0, le=600, description="hard wall-clock limit of one match; a match past it fails the answer"
+    )
 
     @field_validator("pattern")
     @classmethod
@@ -64,10 +77,21 @@ class RegexConfig(VerifierConfig):
 @register_verifier("regex", RegexConfig)
 def check_regex(config: RegexConfig, task: Task, response: str) -> Verdict:
     """Full credit when the response matches the pattern (a format rule), else 0."""
-    flags = re.IGNORECASE if config.ignore_case else 0
-    compiled = re.compile(config.pattern, flags)
-    text = response.strip()
-    matched = compiled.fullmatch(text) if config.mode == "fullmatch" else compiled.search(text)
+    request = {
+        "pattern": config.pattern,
+        "flags": int(re.IGNORECASE if config.ignore_case else 0),
+        "text": response.strip(),
+        "mode": config.mode,
+    }
+    try:
+        matched = shared_pool(REGEX_CHECK).call(request, config.timeout_s)["matched"]
+    except CheckTimeout:
+        return Verdict(
+            0.0,
+            False,
+            detail=f"pattern match ran past {config.timeout_s:g} s and was stopped",
+            feedback=f"The answer must match the format /{config.pattern}/.",
+        )
     if matched:
         return Verdict(1.0, True, detail="pattern matched")
     return Verdict(
