@@ -50,3 +50,30 @@ def test_dynamic_tests_compare_large_integers_exactly(code):
     gold, wrong = scores(task, code.GOLD_ADD, off_by_one)
     assert gold.passed and gold.reward == 1.0
     assert wrong.status == "scored" and wrong.reward < 0.5, wrong.detail
+
+
+HUGE_VALUES = {
+    "int past the digit limit": "return 10**5000",
+    "nested huge int": "return [a, {b: 10**5000}]",
+    "overflowing float": "return 1e308 * 10",
+    "int too large for a float": "return float(10**400)",
+    "string of a million characters": "return 'x' * 10**6",
+}
+
+
+def test_huge_values_fail_their_sample_and_spoil_no_other_in_the_batch(code, any_add_task):
+    hostile = [code.fenced(f"def add(a, b):\n    {body}") for body in HUGE_VALUES.values()]
+    honest, *others = scores(any_add_task, code.GOLD_ADD, *hostile, code.GOLD_ADD)
+    assert honest.passed and others[-1].passed
+    for name, result in zip(HUGE_VALUES, others[:-1]):
+        assert result.status == "scored" and result.reward == 0.0, (name, result.detail)
+
+
+def test_tests_that_cannot_finish_on_a_result_fail_that_sample_only(code):
+    tests = "def check(candidate):\n    assert sum(range(candidate(1, 2))) == 3\n    assert candidate(2, 2) == 4\n"
+    task = code.add_task(tests, timeout_s=0.5)
+    stall = code.fenced("def add(a, b):\n    return 10**15")
+    honest, hostile = scores(task, code.GOLD_ADD, stall)
+    assert honest.passed
+    assert hostile.status == "scored" and hostile.reward == 0.0
+    assert "could not finish" in hostile.detail

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from veriloop.verifiers.code._candidate_calls import CallResults
 from veriloop.verifiers._memo import Memo
-from veriloop.verifiers.code._python_scoring import SHOWN, Tally, render_call, render_outcome
+from veriloop.verifiers.code._python_scoring import SHOWN, Tally, render_call, render_outcome, safe_repr
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value
 
 Expectation = Literal["equal", "identical", "true", "false"]
@@ -151,7 +151,7 @@ def literal_tally(entry_point: str, cases: tuple[LiteralCase, ...], results: Cal
         if "error" in outcome:
             problem = f"{call_text} {render_outcome(outcome)}."
         elif case.expect in ("equal", "identical"):
-            problem = f"{call_text} {render_outcome(outcome)}, expected {case.expected!r}."
+            problem = f"{call_text} {render_outcome(outcome)}, expected {safe_repr(case.expected)}."
         else:
             wanted = "a true value" if case.expect == "true" else "a false value"
             problem = f"{call_text} {render_outcome(outcome)}, expected {wanted}."

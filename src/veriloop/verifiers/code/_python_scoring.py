@@ -28,10 +28,18 @@ class Tally:
     detail: str = ""
 
 
+def safe_repr(value: Any) -> str:
+    """``repr(value)``, or a placeholder when it cannot be written (an int past the digit limit)."""
+    try:
+        return repr(value)
+    except (ValueError, RecursionError, MemoryError):
+        return "<a value too large to show>"
+
+
 def render_call(entry_point: str, key: str, limit: int = 200) -> str:
     """``f([1, 2], k=3)`` for a call key."""
     args, kwargs = loads_value(key)
-    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    parts = [safe_repr(a) for a in args] + [f"{k}={safe_repr(v)}" for k, v in kwargs.items()]
     text = f"{entry_point}({', '.join(parts)})"
     return text if len(text) <= limit else text[: limit - 4] + "...)"
 
@@ -40,13 +48,14 @@ def render_outcome(outcome: Outcome, limit: int = 200) -> str:
     """``returned [1, 2]``, ``raised ValueError: ...`` or ``timed out (...)``."""
     if "error" in outcome:
         return outcome["error"] if outcome.get("harness") else f"raised {outcome['error']}"
-    text = repr(decode_value(outcome["value"]))
+    text = safe_repr(decode_value(outcome["value"]))
     return "returned " + (text if len(text) <= limit else text[: limit - 3] + "...")
 
 
-def _describe_failure(entry_point: str, failure: dict[str, Any]) -> str:
+def _describe_failure(entry_point: str, failure: dict[str, Any], answers: dict[str, Outcome]) -> str:
     calls = failure.get("calls") or []
-    key, outcome = calls[-1] if calls else (None, None)
+    key = calls[-1] if calls else None
+    outcome = answers.get(key) if key else None
     call_text = render_call(entry_point, key) if key else None
     if outcome and "error" in outcome:
         return f"{call_text} {render_outcome(outcome)}."
@@ -60,9 +69,10 @@ def _describe_failure(entry_point: str, failure: dict[str, Any]) -> str:
     return text + "."
 
 
-def fixed_tally(entry_point: str, frame: dict[str, Any], planned: int) -> Tally:
+def fixed_tally(entry_point: str, frame: dict[str, Any], planned: int, answers: dict[str, Outcome]) -> Tally:
     """Counts from the test process's frame. Cases the tests never reached (they stopped
-    early) count as failed, up to the number the task's tests hold (``planned``)."""
+    early) count as failed, up to the number the task's tests hold (``planned``). ``answers``
+    (the candidate's outcome by call key) words the failures the frame names by key."""
     aborted = frame["aborted"]
     counted = frame["passed"] + frame["failed"] + (1 if aborted else 0)
     tally = Tally(passed=frame["passed"], total=max(counted, planned))
@@ -71,7 +81,7 @@ def fixed_tally(entry_point: str, frame: dict[str, Any], planned: int) -> Tally:
         failures.append({**aborted, "abort": True})
     for failure in failures[:SHOWN]:
         prefix = "The tests stopped: " if failure.get("abort") else ""
-        tally.feedback.append(prefix + _describe_failure(entry_point, failure))
+        tally.feedback.append(prefix + _describe_failure(entry_point, failure, answers))
     if failures:
         where = f"line {failures[0]['line']}: " if failures[0].get("line") else ""
         tally.detail = f"first failure: {where}{tally.feedback[0]}"
@@ -164,4 +174,16 @@ def tampered(problem: str) -> Verdict:
         detail=f"result channel tampered with: {problem}",
         feedback="Your program interfered with the test harness. Return results from the function; "
         "do not print or write them anywhere else.",
+    )
+
+
+def tests_did_not_finish(why: str) -> Verdict:
+    """Reward 0: the task's tests, which run fine otherwise, could not finish on the answer's
+    results (they ran out of time or memory on a huge or pathological value)."""
+    return Verdict(
+        0.0,
+        False,
+        detail=f"the tests could not finish on the results ({why})",
+        feedback="The tests could not finish on the values your function returned. Return plain values of a "
+        "sensible size.",
     )

@@ -199,6 +199,9 @@ def _run_fixed_tests(checks: list[_Check]) -> None:
             if isinstance(frame, GraderError):
                 check.outcome = frame
                 continue
+            if "process_failed" in frame:
+                check.outcome = scoring.tests_did_not_finish(frame["process_failed"])
+                continue
             check.frame = frame
             check.new_calls = [key for key in frame["new_calls"] if key not in check.answers]
             if check.new_calls:
@@ -230,20 +233,24 @@ def check_many(requests: Sequence[tuple[PythonTestsConfig, Task, str]]) -> list[
     _run_candidates(live())
     _run_fixed_tests([c for c in live() if c.fixed and not c.literal])
     for check in live():
-        tallies = []
-        if check.fixed and check.literal:
-            tallies.append(literal_tally(check.config.entry_point, check.literal, check.results))
-        elif check.fixed:
-            tallies.append(scoring.fixed_tally(check.config.entry_point, check.frame, check.plan.planned))
-        if check.suite:
-            tallies.append(
-                scoring.dynamic_tally(check.config.entry_point, check.suite, check.results, check.config.rel_tol)
-            )
         try:
-            check.outcome = scoring.verdict(tallies, check.config.scoring == "all_or_nothing")
-        except GraderError as exc:
+            check.outcome = _verdict(check)
+        except Exception as exc:  # this check's grader broke: its infra error, never its neighbours'
             check.outcome = exc
     return [c.outcome if c.outcome is not None else GraderError("not checked") for c in checks]
+
+
+def _verdict(check: _Check) -> Verdict:
+    tallies = []
+    if check.fixed and check.literal:
+        tallies.append(literal_tally(check.config.entry_point, check.literal, check.results))
+    elif check.fixed:
+        tallies.append(scoring.fixed_tally(check.config.entry_point, check.frame, check.plan.planned, check.answers))
+    if check.suite:
+        tallies.append(
+            scoring.dynamic_tally(check.config.entry_point, check.suite, check.results, check.config.rel_tol)
+        )
+    return scoring.verdict(tallies, check.config.scoring == "all_or_nothing")
 
 
 @register_verifier("python_tests", PythonTestsConfig)

@@ -94,7 +94,10 @@ def evaluate_tests(requests: Sequence[tuple[TestSource, dict[str, Outcome]]]) ->
     """Each task's tests against its recorded results: a result frame, or why it failed.
 
     A process that dies part-way (a test that hangs or crashes) is retried one item per
-    process, so one bad item costs only itself.
+    process, so one bad item costs only itself. When an item's own process fails on a
+    candidate's results (its tests ran out of time or memory on them), its frame is
+    ``{"process_failed": why}``: the candidate's failure, not the grader's. With no results
+    (learning a plan), that failure is the grader's, a GraderError.
     """
     outcomes: list[dict[str, Any] | GraderError] = [GraderError("not evaluated")] * len(requests)
     todo, size = list(range(len(requests))), TEST_BATCH
@@ -114,7 +117,10 @@ def evaluate_tests(requests: Sequence[tuple[TestSource, dict[str, Outcome]]]) ->
                     why = f"{result.status}, exit code {result.exit_code}" + (
                         f", {result.detail}" if result.detail else ""
                     )
-                    outcomes[index] = GraderError(f"the test process failed ({why}): {result.stderr[-300:]}")
+                    if requests[index][1]:
+                        outcomes[index] = {"process_failed": why}
+                    else:
+                        outcomes[index] = GraderError(f"the test process failed ({why}): {result.stderr[-300:]}")
         todo, size = retry, 1
     return outcomes
 

@@ -58,7 +58,11 @@ def _holds_pending(value, depth=0):
 
 
 def short_repr(value, limit=_REPR_LIMIT):
-    text = repr(value)
+    """``repr(value)`` clipped to ``limit``; never raises (an int past the digit limit cannot be shown)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return "<a value too large to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -83,7 +87,7 @@ class CandidateProxy:
         if outcome is None:
             self.new_calls[key] = None
             return PENDING
-        self.recent.append([key, outcome])
+        self.recent.append(key)  # keys only: the host has the outcomes, which may be large
         if "error" in outcome:
             raise CandidateError(outcome["error"])
         return decode_value(outcome["value"])
