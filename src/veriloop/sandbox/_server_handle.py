@@ -5,17 +5,28 @@ run (``enforced_limits``), and reads its answer. The host never trusts the serve
 safety: every answer has a deadline (the run's wall limit plus a grace) and a size bound (the
 output caps plus the snapshot bound), and a server that misses either, dies, or says it could
 not clean up is killed with its whole PID namespace and replaced before the next job.
+
+A server that dies while idle (by design the out-of-memory killer's first choice) must not cost
+the next run anything. Before each job the handle checks that the server still lives. A server
+that dies after that check but before it has read the whole job (part of the job is still in
+its pipe once it is dead) never started the run: the job goes to a fresh server, once, and the
+result is as if nothing had happened. A server that dies after reading the whole job may have
+started the run, so the run is ``killed``: it is never run twice. Out-of-memory kills are
+counted from the moment the job is sent, so a kill between runs is no run's ``memory_limit``.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import json
 import os
 import select
 import signal
 import struct
 import subprocess
+import termios
 import threading
 import time
 
@@ -40,6 +51,13 @@ class _Lost(Exception):
         self.status = status
 
 
+class _NeverStarted(_Lost):
+    """The server died before it had the whole job, so the run cannot have started."""
+
+    def __init__(self, detail: str):
+        super().__init__("killed", detail)
+
+
 def max_reply_bytes(enforced: EnforcedLimits, capture: bool) -> int:
     """The largest answer a server may send for a run (base64 included)."""
     snapshot = enforced.snapshot_bytes if capture else 0
@@ -52,6 +70,21 @@ def _wait(fd: int, events: int, deadline: float) -> None:
     remaining = deadline - time.monotonic()
     if remaining <= 0 or not poller.poll(remaining * 1000):
         raise _Lost("timeout", "the sandbox stopped answering; it was replaced")
+
+
+def _exited(pidfd: int | None) -> bool:
+    """Whether the process behind ``pidfd`` has exited (a pidfd polls readable then)."""
+    return pidfd is not None and bool(select.select([pidfd], [], [], 0)[0])
+
+
+def _unread_bytes(fd: int) -> int:
+    """Bytes written to the pipe ``fd`` (either end) that no reader has taken yet."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+
+
+def _framed(message: dict) -> bytes:
+    data = json.dumps(message).encode()
+    return struct.pack(">I", len(data)) + data
 
 
 def _decode(text: str) -> str:
@@ -149,18 +182,42 @@ class ServerHandle:
         init_pid = _child_of(self._proc.pid)
         self._init_pidfd = os.pidfd_open(init_pid) if init_pid else None
 
-    def _send(self, message: dict, deadline: float) -> None:
+    def _is_live(self) -> bool:
+        """Whether the server process and its bubblewrap parent both still run."""
+        return self._proc is not None and self._proc.poll() is None and not _exited(self._init_pidfd)
+
+    def _send(self, framed: bytes, deadline: float) -> None:
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdin.closed:
             raise _Lost("killed", "the sandbox was closed")
-        data = json.dumps(message).encode()
-        view = memoryview(struct.pack(">I", len(data)) + data)
+        view = memoryview(framed)
         fd = proc.stdin.fileno()
         while view:
             _wait(fd, select.POLLOUT, deadline)
-            view = view[os.write(fd, view[: 1 << 16]) :]
+            try:
+                view = view[os.write(fd, view[: 1 << 16]) :]
+            except BrokenPipeError:  # no reader left: the server died before it had the whole job
+                raise _NeverStarted("the sandbox died before it read the job") from None
+
+    def _job_left_unread(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Whether the server is dead with part of the last job still in its pipe.
+
+        Only a dead server's pipe says anything final: once the namespace's init has exited,
+        every process that could read the job is gone.
+        """
+        pidfd = self._init_pidfd
+        try:
+            if pidfd is not None:
+                if not select.select([pidfd], [], [], _GRACE_S)[0]:
+                    return False
+            else:
+                proc.wait(timeout=_GRACE_S)
+            return proc.stdin is not None and _unread_bytes(proc.stdin.fileno()) > 0
+        except (OSError, ValueError, subprocess.TimeoutExpired):  # still running, or closed under us
+            return False
 
     def _read_exact(self, fd: int, size: int, deadline: float) -> bytes:
+        """``size`` bytes, or fewer when the server's end closed first."""
         chunks, left = [], size
         while left:
             _wait(fd, select.POLLIN, deadline)
@@ -169,7 +226,7 @@ class ServerHandle:
             except OSError:  # closed under us: the Sandbox is closing
                 chunk = b""
             if not chunk:
-                raise _Lost("killed", "the run ended its sandbox; it was replaced")
+                break
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
@@ -179,29 +236,31 @@ class ServerHandle:
         if proc is None or proc.stdout is None or proc.stdout.closed:
             raise _Lost("killed", "the sandbox was closed")
         fd = proc.stdout.fileno()
-        (size,) = struct.unpack(">I", self._read_exact(fd, 4, deadline))
+        header = self._read_exact(fd, 4, deadline)
+        if not header and self._job_left_unread(proc):
+            raise _NeverStarted("the sandbox died before it read the job")
+        if len(header) < 4:
+            raise _Lost("killed", "the run ended its sandbox; it was replaced")
+        (size,) = struct.unpack(">I", header)
         if size > max_bytes:
             raise _Lost("killed", f"the sandbox sent {size} bytes, over the {max_bytes} bound; it was replaced")
-        return json.loads(self._read_exact(fd, size, deadline))
+        body = self._read_exact(fd, size, deadline)
+        if len(body) < size:
+            raise _Lost("killed", "the run ended its sandbox; it was replaced")
+        return json.loads(body)
 
     def execute(self, job: Job) -> ExecResult:
-        """Run one job; a broken server becomes a result (timeout or killed), then is replaced."""
+        """Run one job; a broken server becomes a result (timeout or killed), then is replaced.
+
+        A job whose server died before reading it is sent to a fresh server, once (see the
+        module's docstring); only a second such death in a row is reported, as ``killed``.
+        """
         started = time.monotonic()
         enforced = enforced_limits(job.limits)
-        transfer = sum(len(c) for c in job.files.values()) + len(job.stdin)
-        deadline = started + enforced.wall_limit_s + _GRACE_S + transfer / _BYTES_PER_S
-        payload = {**job.model_dump(mode="json", exclude={"limits"}), "enforced": enforced.model_dump(mode="json")}
         if self._cap is not None:
             self._cap.fit(job.limits)
         try:
-            if self._proc is None or self._proc.poll() is not None:
-                self.restart()
-            try:
-                self._send(payload, deadline)
-            except BrokenPipeError:  # the server died between jobs: nothing has run yet
-                self.restart()
-                self._send(payload, deadline)
-            reply = self._receive(deadline, max_reply_bytes(enforced, job.capture))
+            reply = self._deliver(job, enforced)
             result = result_from_reply(reply)
         except _Lost as exc:
             self.close()
@@ -227,6 +286,36 @@ class ServerHandle:
                 self.close()
                 result = result.model_copy(update={"sandbox_replaced": True})
         return self._with_oom_kills(result, job.limits)
+
+    def _deliver(self, job: Job, enforced: EnforcedLimits) -> dict:
+        """Send ``job`` to a live server and return its answer (raises _Lost)."""
+        payload = {**job.model_dump(mode="json", exclude={"limits"}), "enforced": enforced.model_dump(mode="json")}
+        framed = _framed(payload)
+        transfer = sum(len(c) for c in job.files.values()) + len(job.stdin)
+        budget = enforced.wall_limit_s + _GRACE_S + transfer / _BYTES_PER_S
+        max_bytes = max_reply_bytes(enforced, job.capture)
+        try:
+            return self._exchange(framed, budget, max_bytes)
+        except _NeverStarted:
+            self.close()  # the run never started, so a fresh server may run it
+        try:
+            return self._exchange(framed, budget, max_bytes)
+        except _NeverStarted as exc:
+            raise _Lost("killed", f"{exc}, twice in a row; it was replaced") from None
+
+    def _exchange(self, framed: bytes, budget: float, max_bytes: int) -> dict:
+        if not self._is_live():
+            self.restart()
+        self._forget_oom_kills()
+        deadline = time.monotonic() + budget  # counted from here: starting a server is not the run's time
+        self._send(framed, deadline)
+        return self._receive(deadline, max_bytes)
+
+    def _forget_oom_kills(self) -> None:
+        """Out-of-memory kills so far (of an idle server, say) are not the next run's."""
+        if self._cap is not None:
+            with contextlib.suppress(OSError):  # closed under us: the Sandbox is closing
+                self._cap.new_oom_kills()
 
     def _with_oom_kills(self, result: ExecResult, limits: Limits) -> ExecResult:
         """A run the memory cgroup had to kill processes of is a memory_limit."""

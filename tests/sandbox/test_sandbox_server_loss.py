@@ -1,0 +1,152 @@
+"""A warm server that dies: between runs it costs the next run nothing; under a run it is ``killed``.
+
+Servers are killed from the host, by pid, the way the out-of-memory killer or an operator
+would. Whether a run ran, and ran once, is checked on the host: its result, and a scan of
+/proc for the name the run gives its process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from veriloop.core import ExecResult
+from veriloop.sandbox import Limits, Sandbox, SandboxUnavailable
+
+LIMITS = Limits(timeout_s=10, memory_mb=64, max_processes=16, disk_mb=4, output_bytes=16 * 1024)
+
+
+@pytest.fixture
+def lone() -> Iterator[Sandbox]:
+    """A sandbox of one worker, so every run lands on the server the test kills."""
+    try:
+        box = Sandbox(limits=LIMITS, workers=1)
+    except SandboxUnavailable as exc:
+        pytest.skip(f"no sandbox on this machine: {exc}")
+    with box:
+        yield box
+
+
+def server_pid(sandbox: Sandbox) -> int:
+    """Host pid of the sandbox's server: the only child of its bubblewrap process."""
+    [handle] = sandbox._backend._servers
+    bwrap = handle._proc.pid
+    [child] = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()
+    return int(child)
+
+
+def wait_gone(pid: int) -> None:
+    for _ in range(500):
+        if not Path(f"/proc/{pid}").exists() or "State:\tZ" in Path(f"/proc/{pid}/status").read_text():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not end")
+
+
+def in_background(call) -> tuple[threading.Thread, list[ExecResult]]:
+    results: list[ExecResult] = []
+    thread = threading.Thread(target=lambda: results.append(call()))
+    thread.start()
+    return thread, results
+
+
+def wait_for(predicate, seconds: float = 10.0) -> None:
+    end = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < end, "timed out waiting"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("pause_s", [0.0, 0.002, 0.3])
+def test_a_run_right_after_its_idle_server_was_killed_runs_normally(lone, pause_s):
+    for attempt in range(4):
+        assert lone.run_python("print('warm')").stdout == "warm\n"
+        os.kill(server_pid(lone), signal.SIGKILL)
+        time.sleep(pause_s)
+        result = lone.run_python(f"print('after {attempt}')")
+        assert (result.status, result.stdout) == ("ok", f"after {attempt}\n"), result.detail
+        assert result.sandbox_replaced is False
+
+
+def test_a_job_its_server_died_without_reading_goes_to_a_fresh_server(lone):
+    """The job is already in the dead server's pipe: it never started, so it runs elsewhere."""
+    lone.run_python("pass")
+    pid = server_pid(lone)
+    os.kill(pid, signal.SIGSTOP)  # alive to the handle's checks, but reads nothing
+    thread, results = in_background(lambda: lone.run_python("print(6 * 7)"))
+    time.sleep(0.5)  # the job now waits in the pipe
+    os.kill(pid, signal.SIGKILL)
+    thread.join(timeout=30)
+    [result] = results
+    assert (result.status, result.stdout) == ("ok", "42\n"), result.detail
+    assert result.sandbox_replaced is False
+
+
+def test_a_run_whose_server_is_killed_under_it_is_killed_and_not_run_again(lone, marker, leftovers):
+    """A run that started may have had effects: it is reported, never silently repeated."""
+    code = f"import time\nopen('/proc/self/comm', 'w').write({marker!r})\ntime.sleep(6)\nprint('finished')"
+    started = time.monotonic()
+    thread, results = in_background(lambda: lone.run_python(code))
+    wait_for(lambda: leftovers(marker))
+    os.kill(server_pid(lone), signal.SIGKILL)
+    thread.join(timeout=30)
+    [result] = results
+    assert (result.status, result.exit_code, result.stdout) == ("killed", None, "")
+    assert result.sandbox_replaced
+    assert time.monotonic() - started < 5  # not run a second time to its end
+    time.sleep(0.5)
+    assert leftovers(marker) == []
+    assert lone.run_python("print('next')").stdout == "next\n"  # the next run gets a healthy server
+
+
+def _memory_cgroup(pid: int) -> Path | None:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            group = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+            return group if group.name.startswith("veriloop-sandbox-") else None
+    return None
+
+
+def _oom_kills(group: Path) -> int:
+    fields = dict(line.split() for line in (group / "memory.oom_control").read_text().splitlines())
+    return int(fields.get("oom_kill", 0))
+
+
+def test_an_idle_server_the_oom_killer_took_costs_the_next_run_nothing(lone):
+    """The kill is counted in the sandbox's memory cgroup, but it was no run's doing."""
+    lone.run_python("pass")
+    pid = server_pid(lone)
+    group = _memory_cgroup(pid)
+    if group is None:
+        pytest.skip("no memory cgroup per sandbox here (needs root and cgroup v1)")
+    before = _oom_kills(group)
+    limit = int((group / "memory.limit_in_bytes").read_text())
+    hog = "import sys; open(sys.argv[1], 'w').write('0'); chunk = bytearray(int(sys.argv[2]))"  # joins, then floods
+    subprocess.run([sys.executable, "-c", hog, str(group / "cgroup.procs"), str(limit + (64 << 20))], check=False)
+    wait_gone(pid)  # the out-of-memory killer's first choice: the server, oom_score_adj 1000
+    assert _oom_kills(group) > before
+    result = lone.run_python("print('innocent')")
+    assert (result.status, result.stdout, result.detail) == ("ok", "innocent\n", "")
+    flood = lone.run_python(FLOOD, limits=LIMITS.model_copy(update={"memory_mb": 128}))
+    assert flood.status == "memory_limit"  # while a kill during a run is still the run's
+
+
+FLOOD = """
+import os, time
+for _ in range(8):  # each under its own address-space limit, together over the sandbox's cap
+    if os.fork() == 0:
+        chunk = bytearray(40 << 20)
+        time.sleep(1)
+        os._exit(0)
+for _ in range(8):
+    os.wait()
+"""
