@@ -77,3 +77,64 @@ def test_tests_that_cannot_finish_on_a_result_fail_that_sample_only(code):
     assert honest.passed
     assert hostile.status == "scored" and hostile.reward == 0.0
     assert "could not finish" in hostile.detail
+
+
+def test_every_assert_about_a_call_counts(code):
+    tests = """
+def check(candidate):
+    result = candidate(2, 3)
+    assert isinstance(result, int)
+    assert result == 5
+    assert result > 4
+"""
+    task = code.add_task(tests)
+    honest, float_sum, wrong = scores(
+        task,
+        code.GOLD_ADD,
+        code.fenced("def add(a, b):\n    return float(a + b)"),
+        code.fenced("def add(a, b):\n    return 0"),
+    )
+    assert honest.reward == 1.0
+    assert float_sum.reward == 2 / 3, float_sum.detail  # counted only the first assert: 0
+    assert wrong.reward == 1 / 3, wrong.detail  # isinstance passes; the value asserts fail
+
+
+SHOWN_EXAMPLES = "    assert candidate(1, 2) == 3\n    assert candidate(4, 4) == 8\n"  # the prompt's doctests
+
+
+@pytest.mark.parametrize("suite", ["literal", "coded"])
+def test_hard_coding_the_prompts_examples_earns_nothing(code, suite):
+    tests = (code.LITERAL_TESTS if suite == "literal" else code.CODED_TESTS) + SHOWN_EXAMPLES
+    task = code.add_task(tests, task_id=f"shown-{suite}")
+    hard_coded = code.fenced("def add(a, b):\n    return {(1, 2): 3, (4, 4): 8}.get((a, b), -1)")
+    wrong_on_examples = code.fenced("def add(a, b):\n    return 0 if (a, b) in [(1, 2), (4, 4)] else a + b")
+    honest, cheat, near = scores(task, code.GOLD_ADD, hard_coded, wrong_on_examples)
+    assert honest.passed and honest.reward == 1.0
+    assert cheat.status == "scored" and cheat.reward == 0.0, cheat.detail
+    assert not near.passed and 0 < near.reward < 1, near.detail
+
+
+def test_a_suite_of_only_the_prompts_examples_still_counts_them(code):
+    task = code.add_task("def check(candidate):\n" + SHOWN_EXAMPLES, task_id="only-shown")
+    assert scores(task, code.GOLD_ADD)[0].reward == 1.0
+
+
+def test_humaneval_answers_hard_coding_the_doctests_earn_no_more_than_returning_none(humaneval_tasks):
+    from veriloop.verifiers import exploits_for
+
+    pairs, baseline = [], []
+    for task in humaneval_tasks:
+        for exploit in exploits_for(task, []):
+            if exploit.category == "special_casing":
+                pairs.append((task, Response(id=task.id, task_id=task.id, response=exploit.response)))
+                baseline.append((task, Response(id=task.id, task_id=task.id, response="    return None\n")))
+    assert len(pairs) > 100
+    results = verify_many(pairs + baseline, threads=2)
+    cheats, nones = results[: len(pairs)], results[len(pairs) :]
+    assert all(s.status == "scored" for s in results)
+
+    def passed(score) -> int:  # "k/n test cases passed": the cases that earned credit
+        return int(score.detail.split("/")[0])
+
+    earned = {cheat.id for cheat, none in zip(cheats, nones) if passed(cheat) > passed(none)}
+    assert earned == {"humaneval/34"}  # its one test is its one example: no hidden case to require

@@ -137,14 +137,21 @@ def _holds(case: LiteralCase, got: Any) -> bool:
     return bool(got) == (case.expect == "true")
 
 
-def literal_tally(entry_point: str, cases: tuple[LiteralCase, ...], results: CallResults) -> Tally:
-    """Each case checked on the host against the candidate's plain result."""
-    tally = Tally(total=len(cases))
+def literal_tally(
+    entry_point: str, cases: tuple[LiteralCase, ...], results: CallResults, visible: set[str] = frozenset()
+) -> Tally:
+    """Each case checked on the host against the candidate's plain result. When some case
+    calls an input not in ``visible`` (the prompt's examples), passed visible cases earn nothing."""
+    hidden_exist = any(case.key not in visible for case in cases)
+    tally = Tally()
     for case in cases:
         outcome = results.outcomes.get(case.key, {"error": "gave no result", "harness": True})
         if "value" in outcome and _holds(case, decode_value(outcome["value"])):
-            tally.passed += 1
+            if not (hidden_exist and case.key in visible):
+                tally.passed += 1
+                tally.total += 1
             continue
+        tally.total += 1
         if len(tally.feedback) >= SHOWN:
             continue
         call_text = render_call(entry_point, case.key)

@@ -13,6 +13,7 @@ from typing import Any
 
 from veriloop.verifiers.code._candidate_calls import CallResults, Outcome
 from veriloop.verifiers._registry import GraderError, Verdict
+from veriloop.verifiers.code._tests_host import TestPlan
 from veriloop.verifiers.code.sandboxed._wire import decode_value, loads_value
 
 SHOWN = 3
@@ -59,7 +60,7 @@ def _describe_failure(entry_point: str, failure: dict[str, Any], answers: dict[s
     call_text = render_call(entry_point, key) if key else None
     if outcome and "error" in outcome:
         return f"{call_text} {render_outcome(outcome)}."
-    if "got" in failure and call_text:
+    if "got" in failure and call_text and outcome:
         return f"{call_text} {render_outcome(outcome)}, expected {failure['expected']}."
     text = f"Test `{failure['source']}` failed" if failure.get("source") else "The tests failed"
     if call_text:
@@ -69,13 +70,19 @@ def _describe_failure(entry_point: str, failure: dict[str, Any], answers: dict[s
     return text + "."
 
 
-def fixed_tally(entry_point: str, frame: dict[str, Any], planned: int, answers: dict[str, Outcome]) -> Tally:
+def fixed_tally(entry_point: str, frame: dict[str, Any], plan: TestPlan, answers: dict[str, Outcome]) -> Tally:
     """Counts from the test process's frame. Cases the tests never reached (they stopped
-    early) count as failed, up to the number the task's tests hold (``planned``). ``answers``
-    (the candidate's outcome by call key) words the failures the frame names by key."""
+    early) count as failed, up to the number the task's tests hold (``plan.planned``).
+    When the tests hold cases beyond the prompt's examples, a passed visible case is left out
+    and a failed one still counts as failed. ``answers`` (the candidate's outcome by call key) words the failures
+    the frame names by key."""
     aborted = frame["aborted"]
-    counted = frame["passed"] + frame["failed"] + (1 if aborted else 0)
-    tally = Tally(passed=frame["passed"], total=max(counted, planned))
+    passed, failed = frame["passed"], frame["failed"] + (1 if aborted else 0)
+    planned = plan.planned
+    if planned > plan.planned_visible or passed + frame["failed"] > frame["visible_passed"] + frame["visible_failed"]:
+        passed -= frame["visible_passed"]
+        planned -= plan.planned_visible - frame["visible_failed"]
+    tally = Tally(passed=passed, total=max(passed + failed, planned))
     failures = list(frame["failures"])
     if aborted:
         failures.append({**aborted, "abort": True})

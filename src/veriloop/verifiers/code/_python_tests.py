@@ -15,7 +15,10 @@ The robust shape of docs/architecture.md, in three places:
    words the feedback.
 
 Partial credit is the fraction of test cases passed: each assert reached after a call to the
-function is a case, and tests that stop early count their unreached cases as failed.
+function is a case, and tests that stop early count their unreached cases as failed. Cases
+that test only examples shown in the prompt (literal calls in the prompt or its code) earn
+nothing: when the tests hold other cases, a visible case passed is left out and a visible case
+failed counts as failed, so hard-coding the examples scores 0 and a pass needs the hidden ones.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from veriloop.verifiers.code._extract import candidate_program
 from veriloop.verifiers.code._literal_tests import LiteralCase, literal_suite, literal_tally
 from veriloop.verifiers._memo import Memo
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
-from veriloop.verifiers.code._tests_host import TestPlan, evaluate_tests, plans_for
+from veriloop.verifiers.code._tests_host import TestPlan, Visible, evaluate_tests, plans_for
 from veriloop.verifiers.code.sandboxed._wire import call_key
 
 MAX_ROUNDS = 4
@@ -138,6 +141,7 @@ class _Check:
     task: Task
     program: str
     plan: TestPlan = TestPlan(calls=(), planned=0)
+    visible: Visible = ()
     literal: tuple[LiteralCase, ...] = ()
     suite: DynamicSuite = ()
     results: CallResults = field(default_factory=CallResults)
@@ -151,17 +155,25 @@ class _Check:
         return self.config.suite in ("fixed", "both")
 
 
+def _shown_calls(config: PythonTestsConfig, task: Task) -> Visible:
+    """Call keys of the examples the model sees: literal calls in the prompt code and the prompt."""
+    prompt = task.prompt if isinstance(task.prompt, str) else "\n".join(m["content"] for m in task.messages())
+    found = example_calls(config.prompt_code, config.entry_point) + example_calls(prompt, config.entry_point)
+    return tuple(sorted(set(found)))
+
+
 def _prepare(checks: list[_Check]) -> None:
     """Plans (read from data-only suites, else learned in batched runs) and dynamic suites;
     a grader failure settles that check."""
     for check in checks:
+        check.visible = _shown_calls(check.config, check.task)
         if check.config.tests.strip():
             check.literal = literal_suite(check.config.tests, check.config.entry_point) or ()
         if check.literal:
             calls = tuple(dict.fromkeys(c.key for c in check.literal))
             check.plan = TestPlan(calls=calls, planned=len(check.literal))
     with_tests = [c for c in checks if c.config.tests.strip() and not c.literal]
-    for check, plan in zip(with_tests, plans_for([c.config for c in with_tests])):
+    for check, plan in zip(with_tests, plans_for([c.config for c in with_tests], [c.visible for c in with_tests])):
         if isinstance(plan, GraderError):
             check.outcome = plan
         else:
@@ -193,7 +205,7 @@ def _run_fixed_tests(checks: list[_Check]) -> None:
     """Evaluate the tests; inputs that only appear once results are known take more rounds."""
     pending = checks
     for round_number in range(MAX_ROUNDS):
-        frames = evaluate_tests([(c.config, c.answers) for c in pending])
+        frames = evaluate_tests([(c.config, c.answers, c.visible) for c in pending])
         again = []
         for check, frame in zip(pending, frames):
             if isinstance(frame, GraderError):
@@ -243,9 +255,9 @@ def check_many(requests: Sequence[tuple[PythonTestsConfig, Task, str]]) -> list[
 def _verdict(check: _Check) -> Verdict:
     tallies = []
     if check.fixed and check.literal:
-        tallies.append(literal_tally(check.config.entry_point, check.literal, check.results))
+        tallies.append(literal_tally(check.config.entry_point, check.literal, check.results, set(check.visible)))
     elif check.fixed:
-        tallies.append(scoring.fixed_tally(check.config.entry_point, check.frame, check.plan.planned, check.answers))
+        tallies.append(scoring.fixed_tally(check.config.entry_point, check.frame, check.plan, check.answers))
     if check.suite:
         tallies.append(
             scoring.dynamic_tally(check.config.entry_point, check.suite, check.results, check.config.rel_tol)

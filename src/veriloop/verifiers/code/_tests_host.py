@@ -39,10 +39,16 @@ class TestSource(Protocol):
 
 @dataclass(frozen=True)
 class TestPlan:
-    """The inputs the fixed tests call the function with, and how many cases they hold."""
+    """The inputs the fixed tests call the function with, how many cases they hold, and how
+    many of those test only examples shown in the prompt."""
 
     calls: tuple[str, ...]
     planned: int
+    planned_visible: int = 0
+
+
+Visible = tuple[str, ...]
+"""Call keys of the examples shown in the prompt (sorted)."""
 
 
 _plans: Memo[TestPlan] = Memo()
@@ -60,12 +66,13 @@ def _compiled(source: TestSource) -> str:
     )
 
 
-def _test_run(chunk: Sequence[tuple[TestSource, dict[str, Outcome]]]) -> tuple[PythonRun, str]:
+def _test_run(chunk: Sequence[tuple[TestSource, dict[str, Outcome], Visible]]) -> tuple[PythonRun, str]:
     nonce = new_nonce()
     precompiled = sandbox_tag() == interpreter_tag()
     items, compiled = [], {}
-    for source, answers in chunk:
+    for source, answers, visible in chunk:
         item = {
+            "visible": list(visible),
             "prompt_code": source.prompt_code,
             "tests": source.tests,
             "entry_point": source.entry_point,
@@ -76,7 +83,7 @@ def _test_run(chunk: Sequence[tuple[TestSource, dict[str, Outcome]]]) -> tuple[P
             item["code_key"] = _code_key(source)
             compiled[item["code_key"]] = _compiled(source)
         items.append(item)
-    limits = [source.test_limits() for source, _ in chunk]
+    limits = [source.test_limits() for source, _, _ in chunk]
     combined = CodeLimits(max(each.timeout_s for each in limits), max(each.memory_mb for each in limits))
     job = {"items": items, "compiled": compiled, "nonce": nonce}
     return PythonRun(build_script("_tests_process", "run_tests", job, sandbox_tag()), combined), nonce
@@ -90,8 +97,11 @@ def _checked(frame: dict[str, Any]) -> dict[str, Any] | GraderError:
     return frame
 
 
-def evaluate_tests(requests: Sequence[tuple[TestSource, dict[str, Outcome]]]) -> list[dict[str, Any] | GraderError]:
-    """Each task's tests against its recorded results: a result frame, or why it failed.
+def evaluate_tests(
+    requests: Sequence[tuple[TestSource, dict[str, Outcome], Visible]],
+) -> list[dict[str, Any] | GraderError]:
+    """Each task's tests against its recorded results (cases testing only ``Visible`` calls
+    counted apart): a result frame, or why it failed.
 
     A process that dies part-way (a test that hangs or crashes) is retried one item per
     process, so one bad item costs only itself. When an item's own process fails on a
@@ -125,16 +135,18 @@ def evaluate_tests(requests: Sequence[tuple[TestSource, dict[str, Outcome]]]) ->
     return outcomes
 
 
-def plans_for(sources: Sequence[TestSource]) -> list[TestPlan | GraderError]:
+def plans_for(sources: Sequence[TestSource], visible: Sequence[Visible]) -> list[TestPlan | GraderError]:
     """The plan of each task's tests: cached, or learned by one batched run with no results."""
-    keys = [(s.prompt_code, s.tests, s.entry_point, s.seed) for s in sources]
+    keys = [(s.prompt_code, s.tests, s.entry_point, s.seed, shown) for s, shown in zip(sources, visible)]
     missing = {key: source for key, source in zip(keys, sources) if _plans.peek(key) is None}
-    errors: dict[tuple[str, str, str, int], GraderError] = {}
-    for (key, source), frame in zip(missing.items(), evaluate_tests([(s, {}) for s in missing.values()])):
+    errors: dict[tuple[str, str, str, int, Visible], GraderError] = {}
+    plan_runs = [(source, {}, key[-1]) for key, source in missing.items()]
+    for (key, source), frame in zip(missing.items(), evaluate_tests(plan_runs)):
         if isinstance(frame, GraderError):
             errors[key] = frame
         elif not frame["new_calls"]:
             errors[key] = GraderError(f"the tests never call {source.entry_point}")
         else:
-            _plans.put(key, TestPlan(calls=tuple(frame["new_calls"]), planned=frame["passed"] + frame["failed"]))
+            planned, shown = frame["passed"] + frame["failed"], frame["visible_passed"] + frame["visible_failed"]
+            _plans.put(key, TestPlan(calls=tuple(frame["new_calls"]), planned=planned, planned_visible=shown))
     return [errors.get(key) or _plans.peek(key) or GraderError("the plan was evicted; retry") for key in keys]

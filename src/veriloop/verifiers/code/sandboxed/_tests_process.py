@@ -83,31 +83,40 @@ class CandidateProxy:
             if _holds_pending((args, kwargs)):
                 return PENDING
             raise _Unsupported(f"the tests pass a non-plain argument to the function ({exc})") from None
+        self.recent.append(key)  # keys only: the host has the outcomes, which may be large
         outcome = self.answers.get(key)
         if outcome is None:
             self.new_calls[key] = None
             return PENDING
-        self.recent.append(key)  # keys only: the host has the outcomes, which may be large
         if "error" in outcome:
             raise CandidateError(outcome["error"])
         return decode_value(outcome["value"])
 
 
 class CaseLog:
-    """Counts assertions that test the candidate: those reached after a call to it."""
+    """Counts the assertions that test the candidate: every one reached after a call to it.
 
-    def __init__(self, proxy):
+    A case's calls are those made since the previous case (or, for a further assert about
+    the same results, the previous case's). A case all of whose calls are in ``visible``
+    (examples shown in the prompt) is also counted apart, so the host can leave it out.
+    """
+
+    def __init__(self, proxy, visible=()):
         self.proxy = proxy
+        self.visible = set(visible)
         self.passed = 0
         self.failed = 0
+        self.visible_passed = 0
+        self.visible_failed = 0
         self.failures = []
-        self._calls_seen = 0
+        self._keys = []
 
     def __call__(self, line, source, ok, error, message=None, left=None, right=None, side=None):
-        if self.proxy.count == self._calls_seen:
+        if self.proxy.count == 0:
             return
-        self._calls_seen = self.proxy.count
-        calls, self.proxy.recent = self.proxy.recent, []
+        if self.proxy.recent:
+            self._keys, self.proxy.recent = self.proxy.recent, []
+        calls = self._keys
         if error is None:
             try:
                 passed = bool(ok)
@@ -115,10 +124,13 @@ class CaseLog:
                 passed, error = False, exc
         else:
             passed = False
+        shown = bool(calls) and all(key in self.visible for key in calls)
         if passed:
             self.passed += 1
+            self.visible_passed += shown
             return
         self.failed += 1
+        self.visible_failed += shown
         if len(self.failures) < _SHOWN_FAILURES:
             self.failures.append(self._describe(line, source, error, message, left, right, side, calls))
 
@@ -244,7 +256,7 @@ def _evaluate(item, job, loaded):
     except BaseException as exc:
         return {"load_error": describe_error(exc, PROMPT_FILE)}
     proxy = CandidateProxy(item["answers"])
-    cases = CaseLog(proxy)
+    cases = CaseLog(proxy, item.get("visible", ()))
     namespace[item["entry_point"]] = proxy
     namespace["_vl_case"] = cases
     random.seed(item["seed"])
@@ -270,6 +282,8 @@ def _evaluate(item, job, loaded):
     return {
         "passed": cases.passed,
         "failed": cases.failed,
+        "visible_passed": cases.visible_passed,
+        "visible_failed": cases.visible_failed,
         "failures": cases.failures,
         "aborted": aborted,
         "new_calls": list(proxy.new_calls),
@@ -278,8 +292,9 @@ def _evaluate(item, job, loaded):
 
 def run_tests(job):
     """Evaluate each of ``job["items"]`` (prompt_code, tests, entry_point, answers: {call key:
-    outcome}, seed, optional code_key into ``job["compiled"]``: marshalled ``load_tests``
-    output) and emit one frame per item, numbered by ``"item"``."""
+    outcome}, seed, visible: call keys shown in the prompt, optional code_key into
+    ``job["compiled"]``: marshalled ``load_tests`` output) and emit one frame per item,
+    numbered by ``"item"``."""
     emit = open_channel(job["nonce"])
     loaded = {}
     for index, item in enumerate(job["items"]):
