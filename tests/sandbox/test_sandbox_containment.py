@@ -21,7 +21,7 @@ def _assert_next_run_clean(sandbox) -> None:
         "print(len(procs), sorted(os.listdir('.')), sorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm')))"
     )
     assert probe.ok, probe
-    assert probe.stdout.split()[0] == "2"  # the sandbox server and this probe
+    assert probe.stdout.split()[0] == "3"  # the sandbox server, its template and this probe
     assert probe.stdout.strip().endswith("[] [] []")
 
 

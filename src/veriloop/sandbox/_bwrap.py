@@ -3,7 +3,9 @@
 Every namespace is private (user, PID, IPC, UTS, mount, and network unless asked for), the
 system is mounted read-only (``/usr`` and the few ``/etc`` files programs need), and the only
 writable places are three small tmpfs mounts: ``/workspace``, ``/tmp`` and ``/dev/shm``. There
-is no host ``/tmp``, home, project directory or ``/run``; the environment is cleared. When the
+is no host ``/tmp``, home, project directory or ``/run``; the environment is cleared. ``/proc`` is
+read-only, so no run can write a sysctl of the sandbox's namespaces (they would outlive it) or
+lower its OOM score (set to 1000 before bubblewrap starts, and inherited by every process). When the
 host runs as root, bubblewrap itself runs as ``nobody``, so even the sandbox's files on the
 host side belong to no one with rights, and ``RLIMIT_NPROC`` is counted per sandbox.
 """
@@ -33,6 +35,9 @@ _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"
 _ETC_NETWORK = ("resolv.conf", "hosts", "nsswitch.conf", "host.conf", "gai.conf", "ssl", "ca-certificates")
 _PASSWD = f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/workspace:/bin/sh\n"
 _GROUP = f"sandbox:x:{SANDBOX_UID}:\n"
+# Out of memory, a sandbox's processes go first. Written before bubblewrap starts, since /proc is
+# read-only inside; the largest process of a run then goes before its server.
+_OOM_FIRST = ("/bin/sh", "-c", 'echo 1000 > /proc/self/oom_score_adj && exec "$@"', "sh")
 
 
 @dataclass(frozen=True)
@@ -93,13 +98,13 @@ def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
     """The bubblewrap invocation of a sandbox server with ``limits.disk_mb``-sized mounts."""
     size = str(limits.disk_mb << 20)
     etc = _ETC + (_ETC_NETWORK if network else ())
-    args = [bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
+    args = [*_OOM_FIRST, bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
     args += ["--share-net"] if network else []
     args += ["--die-with-parent", "--as-pid-1", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
     args += ["--hostname", "sandbox", *_root_mounts(), *_python_mounts(python)]
     for name in etc:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    head, args = args, ["--proc", "/proc", "--dev", "/dev"]
+    head, args = args, ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
     for mount in ("/workspace", "/tmp", "/dev/shm"):
         args += ["--size", size, "--tmpfs", mount]
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/workspace", "--clearenv"]

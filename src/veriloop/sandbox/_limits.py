@@ -14,7 +14,7 @@ from pydantic import Field
 from veriloop.core import Record
 
 MIB = 1 << 20
-_SERVER_TASKS = 1  # the sandbox server (the PID namespace's init) counts against the run's RLIMIT_NPROC
+_SERVER_TASKS = 2  # the sandbox server (the PID namespace's init) and its template count against RLIMIT_NPROC
 
 
 class Limits(Record):
@@ -27,7 +27,7 @@ class Limits(Record):
     | cpu_s          | CPU time of each process      | RLIMIT_CPU, rounded up; SIGKILL 1 s on  | sandboxed/_server.py |
     | memory_mb      | address space of each process | RLIMIT_AS                               | sandboxed/_server.py |
     |                | all processes and tmpfs files | memory cgroup (root, cgroup v1 only)    | _cgroup.py           |
-    | max_processes  | processes and threads at once | RLIMIT_NPROC (plus one: the server)     | sandboxed/_server.py |
+    | max_processes  | processes and threads at once | RLIMIT_NPROC, plus 2: server, template | sandboxed/_server.py |
     | max_open_files | file descriptors per process  | RLIMIT_NOFILE                           | sandboxed/_server.py |
     | max_file_mb    | largest file written          | RLIMIT_FSIZE, at most disk_mb           | sandboxed/_server.py |
     | disk_mb        | each writable mount           | tmpfs --size, set as the sandbox starts | _bwrap.py            |
@@ -71,7 +71,7 @@ class EnforcedLimits(Record):
     cpu_soft_s: int = Field(description="RLIMIT_CPU soft limit (SIGXCPU), whole seconds")
     cpu_hard_s: int = Field(description="RLIMIT_CPU hard limit (SIGKILL), whole seconds")
     address_space_bytes: int = Field(description="RLIMIT_AS of each process")
-    tasks: int = Field(description="RLIMIT_NPROC: the run's processes and threads, plus the server")
+    tasks: int = Field(description="RLIMIT_NPROC: the run's processes and threads, plus the server and its template")
     open_files: int = Field(description="RLIMIT_NOFILE of each process")
     file_bytes: int = Field(description="RLIMIT_FSIZE: largest file, never above a mount's size")
     output_bytes: int = Field(description="bytes kept of stdout and of stderr each; one more ends the run")

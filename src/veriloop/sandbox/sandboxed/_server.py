@@ -1,24 +1,31 @@
-"""The sandbox server: a warm interpreter inside bubblewrap that forks one child per run.
+"""The sandbox server: a warm interpreter inside bubblewrap that runs one child per job.
 
 The host (``_server_handle.py``) starts it as ``python3 -I -c <this source>``. It never imports
 veriloop (standard library only, Python >= 3.9). It reads length-prefixed JSON jobs on stdin and
 answers on stdout. Each job carries ``enforced``: the limits of the run as exact numbers, computed
 by the host (``_limits.enforced_limits``); the server applies them and derives none of its own.
-For each job it
 
-1. forks a child, which unpacks the workspace, applies the rlimits and then runs the Python
-   source in a fresh ``__main__`` (the fast path: a fork, not an interpreter start) or execs
-   the command;
-2. feeds stdin, keeps at most the cap of stdout and stderr, and enforces the wall deadline;
-3. SIGKILLs every other process of the PID namespace with ``kill(-1)`` and reaps them all
-   (they are all the run's, and as the namespace's init this server inherits every orphan);
-4. empties every writable mount (and removes SysV IPC objects where the seccomp filter does not
-   deny them), so nothing of the run survives into the next one;
-5. answers with the outcome, or asks the host for a fresh sandbox if it could not clean up.
+At start, before it reads any job, the server forks a *template*: a copy of the warm interpreter
+that never reads job data. Runs are copies of the template, never of the server (which has held
+earlier runs' code and outputs), so no run can find another's data in its memory. For each job
+
+1. the template clones a child with ``CLONE_PARENT`` (so the child is the server's own, to wait
+   for and account), after checking that its own limits, priority, affinity and OOM score are
+   those it started with; the server sends the job to the child over a pipe, and the child
+   unpacks the workspace, applies the rlimits and a seccomp filter that keeps it from signalling
+   the template, then runs the Python source in a fresh ``__main__`` (the fast path: a copy of a
+   warm process, not an interpreter start) or execs the command;
+2. the server feeds stdin, keeps at most the cap of stdout and stderr, and enforces the deadline;
+3. it SIGKILLs every other process of the PID namespace but the template and reaps them all
+   (they are all the run's, and as the namespace's init the server inherits every orphan);
+4. it empties every writable mount (and removes SysV IPC objects where the seccomp filter does
+   not deny them), so nothing of the run survives into the next one;
+5. it answers with the outcome, or asks the host for a fresh sandbox if it could not clean up,
+   if the template died, or if its own or the template's process settings changed.
 
 The server is the PID namespace's init, so the run's processes cannot signal it (the kernel
-drops their signals to an init without handlers), and it is not dumpable, so they can neither
-ptrace it nor open its /proc files.
+drops their signals to an init without handlers); neither it nor the template is dumpable, so
+runs can neither ptrace them nor open their /proc files.
 """
 
 import atexit
@@ -31,10 +38,12 @@ import io
 import json
 import math
 import os
+import platform
 import resource
 import select
 import shutil
 import signal
+import socket
 import struct
 import sys
 import tarfile
@@ -43,6 +52,7 @@ import types
 
 WORKSPACE = "/workspace"
 REPORT_FD = 3  # in the child: where it reports a failed setup or exec (close-on-exec)
+SPAWN_FDS = 5  # the descriptors the server hands the template for a child: job, stdin, stdout, stderr, report
 SCRATCH_MODES = {"/workspace": 0o755, "/tmp": 0o1777, "/dev/shm": 0o1777}
 MIB = 1 << 20
 PR_SET_DUMPABLE = 4
@@ -86,6 +96,10 @@ libc = ctypes.CDLL(None, use_errno=True)
 # registered, random's reseed is done by the server before each fork (where it copies no
 # pages); threading's only refreshes main_thread().native_id.
 raw_fork = ctypes.PyDLL(None, use_errno=True).fork
+raw_syscall = ctypes.PyDLL(None, use_errno=True).syscall
+CLONE_PARENT = 0x8000
+CLONE_SYSCALL = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
 
 def read_exact(fd, size):
@@ -99,17 +113,25 @@ def read_exact(fd, size):
     return b"".join(chunks)
 
 
-def read_message(fd):
+def read_body(fd):
     header = read_exact(fd, 4)
-    body = None if header is None else read_exact(fd, struct.unpack(">I", header)[0])
+    return None if header is None else read_exact(fd, struct.unpack(">I", header)[0])
+
+
+def read_message(fd):
+    body = read_body(fd)
     return None if body is None else json.loads(body)
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def write_message(fd, message):
     data = json.dumps(message).encode()
-    view = memoryview(struct.pack(">I", len(data)) + data)
-    while view:
-        view = view[os.write(fd, view) :]
+    write_all(fd, struct.pack(">I", len(data)) + data)
 
 
 def unb64(text):
@@ -130,21 +152,28 @@ def report_failure(fd, kind, text):
 # ---- the child: prepare, limit, run -------------------------------------------------------
 
 
-def child_main(job, plan, stdin_r, stdout_w, stderr_w, report_w):
-    """The run's process. ``plan`` was prepared before the fork: work done there copies no pages."""
+def child_main(fds, guard):
+    """The run's process, a fresh copy of the template: it receives its job only now."""
+    job_r, stdin_r, stdout_w, stderr_w, report_w = fds
     try:
+        job = read_message(job_r)
+        if job is None:
+            os._exit(126)  # the server sent no job: it is gone or gave up on this run
         os.setsid()
         os.dup2(stdin_r, 0)
         os.dup2(stdout_w, 1)
         os.dup2(stderr_w, 2)
         os.dup2(report_w, REPORT_FD, inheritable=False)
-        os.closerange(4, 1 << 20)
+        os.closerange(4, 1 << 20)  # the template's socket among them: a run must not ask it for copies
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.chdir(WORKSPACE)
+        plan = RunPlan(job)
         if plan.files or plan.archive:
             prepare_workspace(plan)
         for which, pair in plan.rlimits:
             resource.setrlimit(which, pair)
+        if guard is not None and libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(guard), 0, 0):
+            raise OSError(ctypes.get_errno(), "could not load the seccomp filter that guards the template")
     except BaseException as exc:
         report_failure(REPORT_FD, "S", "%s: %s" % (type(exc).__name__, exc))
         os._exit(126)
@@ -154,14 +183,13 @@ def child_main(job, plan, stdin_r, stdout_w, stderr_w, report_w):
 
 
 class RunPlan:
-    """What the child needs, decoded by the server before forking."""
+    """What the child needs of its job, decoded in the child."""
 
     def __init__(self, job):
         snapshot = job.get("snapshot")
         self.archive = unb64(snapshot["archive"]) if snapshot else b""
         self.files = [(name, unb64(content)) for name, content in job["files"].items()]
         self.rlimits = rlimit_plan(job["enforced"])
-        self.stdin = unb64(job["stdin"])
 
 
 def prepare_workspace(plan):
@@ -284,6 +312,146 @@ def print_exception(exc, traceback):
     return 1
 
 
+# ---- the template: the process every run is a copy of ---------------------------------------
+
+
+def process_settings():
+    """What a process passes on to its children and a run could try to change in another:
+    rlimits, nice value, scheduling policy, CPU affinity and OOM score."""
+    limits = tuple(resource.getrlimit(getattr(resource, name)) for name in dir(resource) if name.startswith("RLIMIT_"))
+    with open("/proc/self/oom_score_adj", "rb") as handle:
+        oom = handle.read()
+    return limits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), os.sched_getaffinity(0), oom
+
+
+def clone_parent():
+    """A copy of this process that is a child of this process's parent (the server)."""
+    if CLONE_SYSCALL is not None:
+        return raw_syscall(CLONE_SYSCALL, CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0)
+    reader, writer = os.pipe()  # elsewhere: fork twice; the orphan is reparented to the server, the init
+    middle = raw_fork()
+    if middle == 0:
+        pid = raw_fork()
+        if pid:
+            os.write(writer, struct.pack("=i", pid))
+            os._exit(0)
+        os.close(reader)
+        os.close(writer)
+        return 0
+    os.close(writer)
+    answer = os.read(reader, 4)
+    os.close(reader)
+    os.waitpid(middle, 0)
+    return struct.unpack("=i", answer)[0] if len(answer) == 4 else -1
+
+
+def template_main(requests, settings):
+    """Serve copies of this process until the server goes. Each request carries only the
+    descriptors the copy will use; the template never reads job data, so it never holds any."""
+    guard = guard_filter(os.getpid())
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(requests, 16, SPAWN_FDS)
+        except OSError:
+            os._exit(0)
+        if not message:
+            os._exit(0)
+        pid = -1
+        if len(fds) == SPAWN_FDS and process_settings() == settings:
+            sys.modules["random"].seed()  # each run gets its own random state, as a new process would
+            pid = clone_parent()
+            if pid == 0:
+                requests.detach()
+                child_main(fds, guard)
+        for fd in fds:
+            os.close(fd)
+        requests.send(struct.pack("=i", pid))
+
+
+class Template:
+    """The server's handle on its template process."""
+
+    def __init__(self, control_fds):
+        self.requests, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        settings = process_settings()
+        pid = raw_fork()
+        if pid < 0:
+            raise OSError(ctypes.get_errno(), "fork failed")
+        if pid == 0:
+            try:
+                self.requests.close()
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in control_fds:
+                    os.dup2(null, fd)  # the host's pipes are the server's alone (and keep fds 3-4 taken)
+                os.close(null)
+                template_main(theirs, settings)
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.pid = pid
+
+    def spawn(self, fds):
+        """Ask for a run's process holding ``fds``; its pid, or None if the template cannot."""
+        try:
+            socket.send_fds(self.requests, [b"c"], fds)
+            answer = self.requests.recv(4)
+        except OSError:
+            return None
+        pid = struct.unpack("=i", answer)[0] if len(answer) == 4 else -1
+        return pid if pid > 0 else None
+
+    def alive(self):
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        pid, _ = os.waitpid(self.pid, os.WNOHANG)
+        return pid == 0
+
+
+GUARDED_CALLS = {  # x86_64: the calls that send a signal to the process named by their first argument
+    "kill": 62,
+    "rt_sigqueueinfo": 129,
+    "tkill": 200,
+    "tgkill": 234,
+    "rt_tgsigqueueinfo": 297,
+    "pidfd_open": 434,
+}
+PIDFD_SEND_SIGNAL = 424  # takes a pidfd, or a /proc/PID directory, whose target a filter cannot see
+
+
+def guard_filter(template_pid):
+    """A seccomp program (``struct sock_fprog``) a run loads on itself: no signal reaches the
+    template (EPERM), and ``kill(-1)`` (every process but init and the caller) answers ESRCH as if
+    the run were alone, since the only others it could reach are its own. None off x86_64."""
+    if platform.machine() != "x86_64":
+        return None
+    ld, jeq, ret = 0x20, 0x15, 0x06
+    allow, eperm, esrch = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ESRCH
+    numbers = sorted(GUARDED_CALLS.values())
+    code = [(ld, 0, 0, 0)]  # seccomp_data.nr; the filter bubblewrap loads already kills other architectures
+    for index, number in enumerate(numbers):
+        code.append((jeq, len(numbers) - index + 2, 0, number))  # to the argument check
+    code.append((jeq, 0, 1, PIDFD_SEND_SIGNAL))
+    code.append((ret, 0, 0, eperm))
+    code.append((ret, 0, 0, allow))
+    code.append((ld, 0, 0, 16))  # the low half of args[0]: a pid is an int
+    code.append((jeq, 3, 0, 0xFFFFFFFF))
+    code.append((jeq, 3, 0, template_pid))
+    code.append((jeq, 2, 0, -template_pid & 0xFFFFFFFF))  # its process group
+    code.append((ret, 0, 0, allow))
+    code.append((ret, 0, 0, esrch))
+    code.append((ret, 0, 0, eperm))
+    program = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *op) for op in code))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(code), ctypes.addressof(program))
+    fprog.program = program  # keeps the instructions alive as long as the header
+    return fprog
+
+
 # ---- the server: supervise, end, clean ----------------------------------------------------
 
 
@@ -341,18 +509,33 @@ def read_capped(fd, buffer, cap):
     return bool(data)
 
 
-def kill_everything():
-    """SIGKILL every process of this namespace but this server (its init), and reap them all."""
-    while True:
+def others(spare):
+    """Every process of this namespace but this server (its init) and ``spare``."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in (1, spare)]
+
+
+def signal_all(spare):
+    for pid in others(spare):
         try:
-            os.kill(-1, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
+            pass
+
+
+def kill_everything(spare):
+    """SIGKILL every process of this namespace but this server and ``spare`` (the template), and
+    reap them all. A process the kill missed was forked by one it reached, and an orphan becomes
+    this server's child once its parent is reaped: the next round gets both."""
+    while True:
+        pids = others(spare)
+        if not pids:
             return
-        while True:
+        signal_all(spare)
+        for pid in pids:
             try:
-                os.waitpid(-1, 0)
+                os.waitpid(pid, 0)
             except ChildProcessError:
-                break
+                pass  # not (yet) this server's child; reparented to it when its parent is reaped
 
 
 def classify(enforced, ending, wait_status, usage, stderr, note):
@@ -451,34 +634,33 @@ def empty_mounts():
         os.chmod(mount, mode)
 
 
-def run_job(job):
+def run_job(job, body, template):
     enforced = job["enforced"]
     started = time.monotonic()
+    job_r, job_w = os.pipe()
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
     stderr_r, stderr_w = os.pipe()
     report_r, report_w = os.pipe()
-    plan = RunPlan(job)
-    sys.modules["random"].seed()  # each run gets its own random state, as a new process would
-    pid = raw_fork()
-    if pid < 0:
-        raise OSError(ctypes.get_errno(), "fork failed")
-    if pid == 0:
-        try:
-            child_main(job, plan, stdin_r, stdout_w, stderr_w, report_w)
-        finally:
-            os._exit(126)
-    for fd in (stdin_r, stdout_w, stderr_w, report_w):
+    theirs = (job_r, stdin_r, stdout_w, stderr_w, report_w)
+    pid = template.spawn(theirs) if process_settings() == SETTINGS else None
+    for fd in theirs:
         os.close(fd)
-    outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
-    ending = supervise(pid, enforced, plan.stdin, stdin_w, outputs, started)
+    if pid is None:
+        for fd in (job_w, stdin_w, stdout_r, stderr_r, report_r):
+            os.close(fd)
+        return unserved(started)
     try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        write_all(job_w, struct.pack(">I", len(body)) + body)
+    except OSError:
+        pass  # the child is gone; its wait status tells the rest
+    os.close(job_w)
+    outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
+    ending = supervise(pid, enforced, unb64(job["stdin"]), stdin_w, outputs, started)
+    signal_all(template.pid)
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
-    kill_everything()
+    kill_everything(template.pid)
     cap = enforced["output_bytes"]
     for fd, buffer in outputs.items():
         os.set_blocking(fd, True)
@@ -507,15 +689,7 @@ def run_job(job):
         "restart": False,
     }
     if job.get("capture"):
-        try:
-            archive = archive_workspace(enforced["snapshot_bytes"])
-            problem = "workspace too large to snapshot"
-        except OSError as exc:
-            archive, problem = None, "could not snapshot the workspace: %s" % exc
-        if archive is None:
-            reply["detail"] = add_note(detail, problem)
-        else:
-            reply["snapshot"] = b64(archive)
+        capture_into(reply, enforced["snapshot_bytes"])
     try:
         if not IPC_DENIED:
             remove_ipc_objects()
@@ -523,7 +697,40 @@ def run_job(job):
     except Exception as exc:
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: %s" % exc)
+    if not template.alive():
+        reply["restart"] = True
+        reply["detail"] = add_note(reply["detail"], "sandbox replaced: the run ended its template process")
     return reply
+
+
+def unserved(started):
+    """The answer for a job no process could be made for: the host replaces this sandbox."""
+    detail = "sandbox replaced: the template process is gone or its settings were changed"
+    if process_settings() != SETTINGS:
+        detail = "sandbox replaced: the server's process settings were changed"
+    return {
+        "status": "killed",
+        "exit_code": None,
+        "stdout": "",
+        "stderr": "",
+        "wall_s": time.monotonic() - started,
+        "cpu_s": 0.0,
+        "detail": detail,
+        "snapshot": None,
+        "restart": True,
+    }
+
+
+def capture_into(reply, limit):
+    try:
+        archive = archive_workspace(limit)
+        problem = "workspace too large to snapshot"
+    except OSError as exc:
+        archive, problem = None, "could not snapshot the workspace: %s" % exc
+    if archive is None:
+        reply["detail"] = add_note(reply["detail"], problem)
+    else:
+        reply["snapshot"] = b64(archive)
 
 
 def add_note(detail, note):
@@ -538,28 +745,33 @@ def on_sigint(signum, frame):
         raise KeyboardInterrupt
 
 
+SETTINGS = None  # process_settings() of this server at start, checked before each job
+
+
 def main():
     control_in, control_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
     os.close(null)
-    with open("/proc/self/oom_score_adj", "w") as handle:
-        handle.write("1000")  # inherited: out of memory, the largest process of a run goes first
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGINT, on_sigint)
     sys.dont_write_bytecode = True
     for name in WARM_MODULES:
         __import__(name)
-    global IPC_DENIED
+    global IPC_DENIED, SETTINGS
     IPC_DENIED = ipc_is_denied()
+    for mount, mode in SCRATCH_MODES.items():
+        os.chmod(mount, mode)  # bubblewrap makes them 0755; the first run gets what every later one does
+    SETTINGS = process_settings()
     gc.freeze()  # a run's collections then skip the warm heap instead of copying its pages
+    template = Template((control_in, control_out))  # before the first job: it never sees one
     write_message(control_out, {"ready": True})
     while True:
-        job = read_message(control_in)
-        if job is None:
+        body = read_body(control_in)
+        if body is None:
             return
-        write_message(control_out, run_job(job))
+        write_message(control_out, run_job(json.loads(body), body, template))
 
 
 if __name__ == "__main__":
