@@ -41,11 +41,17 @@ def is_loopback(host: str | None) -> bool:
 
 
 def capped(requested: Limits, ceiling: Limits) -> Limits:
-    """``requested`` with every limit lowered to at most ``ceiling``'s."""
+    """``requested`` with every limit lowered to at most ``ceiling``'s.
+
+    CPU time is compared as the budgets in force (``cpu_limit_s``): an unset ``cpu_s`` means
+    the run's wall limit, so a ceiling without one still bounds CPU time by its own wall limit.
+    """
     fields = {}
     for name in Limits.model_fields:
         asked, most = getattr(requested, name), getattr(ceiling, name)
         fields[name] = most if asked is None else asked if most is None else min(asked, most)
+    if requested.cpu_s is not None or ceiling.cpu_s is not None:
+        fields["cpu_s"] = min(requested.cpu_limit_s, ceiling.cpu_limit_s)
     return Limits(**fields)
 
 
