@@ -9,6 +9,11 @@ wait uses ``select`` on a pipe, which works from any thread and any process.
 Each process runs ``python -m veriloop.verifiers.answers._check_process MODULE:FUNCTION``: it
 imports only that module (never the caller's ``__main__``), reads one JSON request per line on
 stdin and writes one JSON reply per line. Requests and replies are plain JSON data.
+
+An ``isolated`` pool is for checks that run third-party code on model text (scorers that
+``eval`` or sympy-parse answers): each worker runs in a bubblewrap box (``_scorer_sandbox.py``:
+no network, nothing of the host writable) as a template that forks a fresh child per check,
+so nothing one check does reaches the host or the next check.
 """
 
 from __future__ import annotations
@@ -96,10 +101,11 @@ class CheckPool:
     crashes is killed and a fresh one is started in its place.
     """
 
-    def __init__(self, target: str, size: int, memory_mb: int | None = DEFAULT_MEMORY_MB):
+    def __init__(self, target: str, size: int, memory_mb: int | None = DEFAULT_MEMORY_MB, isolated: bool = False):
         if size < 1:
             raise ValueError("a worker pool needs at least one worker")
         self.target = target
+        self.isolated = isolated
         self.size = size
         self.memory_mb = memory_mb
         self._idle: list[_CheckProcess] = []
@@ -111,26 +117,27 @@ class CheckPool:
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="veriloop-workers")
 
     def _start(self) -> _CheckProcess:
+        return _CheckProcess(self._spawner.submit(self._popen).result())
+
+    def _popen(self) -> subprocess.Popen[bytes]:
+        module = [sys.executable, "-m", "veriloop.verifiers.answers._check_process", self.target]
+        if self.isolated:
+            from veriloop.verifiers.answers._scorer_sandbox import start_isolated_check_process
+
+            # Inside the box the parent is outside the PID namespace: the box itself dies with it.
+            return start_isolated_check_process(
+                [sys.executable, "-I", *module[1:], str(self.memory_mb or 0), "0", "fork"]
+            )
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        command = [
-            sys.executable,
-            "-m",
-            "veriloop.verifiers.answers._check_process",
-            self.target,
-            str(self.memory_mb or 0),
-            str(os.getpid()),
-        ]
-        popen = self._spawner.submit(
-            subprocess.Popen,
-            command,
+        return subprocess.Popen(
+            [*module, str(self.memory_mb or 0), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
             close_fds=True,
         )
-        return _CheckProcess(popen.result())
 
     def _acquire(self) -> _CheckProcess:
         with self._lock:
@@ -246,7 +253,7 @@ class CheckPool:
         self._spawner.shutdown(wait=False)
 
 
-_POOLS: dict[str, CheckPool] = {}
+_POOLS: dict[tuple[str, bool], CheckPool] = {}
 _POOLS_LOCK = threading.Lock()
 _POOLS_PID = os.getpid()
 _POOL_SIZE: int | None = None
@@ -274,16 +281,17 @@ def set_check_workers(size: int | None) -> None:
     close_shared_pools()
 
 
-def shared_pool(target: str) -> CheckPool:
-    """The process-wide pool for ``target``, created on first use (a fresh one after a fork)."""
+def shared_pool(target: str, isolated: bool = False) -> CheckPool:
+    """The process-wide pool for ``target`` (``isolated``: see ``CheckPool``), created on first use
+    (a fresh one after a fork)."""
     global _POOLS_PID
     with _POOLS_LOCK:
         if _POOLS_PID != os.getpid():  # a forked child must not share its parent's pipes
             _POOLS.clear()
             _POOLS_PID = os.getpid()
-        pool = _POOLS.get(target)
+        pool = _POOLS.get((target, isolated))
         if pool is None:
-            pool = _POOLS[target] = CheckPool(target, default_pool_size())
+            pool = _POOLS[(target, isolated)] = CheckPool(target, default_pool_size(), isolated=isolated)
         return pool
 
 

@@ -1,0 +1,96 @@
+"""A bubblewrap box for check processes that run third-party scorers on model answers.
+
+Some scorers ``eval`` or sympy-parse the answer, so a check process must be treated like a
+sandbox: ``start_isolated_check_process(argv)`` starts ``argv`` (a Python command line) in
+private namespaces (user, PID, IPC, UTS, mount, network: no network at all), with the
+system, the interpreter, the virtual environment and the ``veriloop`` package mounted
+read-only and nothing of the host writable (``/tmp`` is a small private tmpfs), the
+environment cleared and the sandbox's seccomp filter applied. Nothing else of the host is
+visible: no home, no project directory beyond the package source, no task files.
+
+The process is PID 1 of its namespace, so together with ``_check_process``'s fork mode each
+check runs in a fresh child that is killed with all it started before the next one. When
+the host runs as root, the box runs as root's user namespace (the interpreter may live under
+``/root``); inside it the process has no capabilities and sees only the read-only mounts.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from veriloop.sandbox._bwrap import bwrap_executable
+from veriloop.sandbox._seccomp import seccomp_program
+
+TMP_MB = 64
+_ROOT_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime")
+
+
+@functools.lru_cache(maxsize=1)
+def read_only_roots() -> tuple[str, ...]:
+    """Host directories the box mounts read-only: the interpreter, the environment, veriloop's source."""
+    import veriloop
+
+    package_parent = Path(veriloop.__file__).resolve().parents[1]
+    roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, str(package_parent)}
+    roots |= {os.path.realpath(r) for r in list(roots)}
+    under_usr = {r for r in roots if r == "/usr" or r.startswith("/usr/")}
+    kept = sorted(r for r in roots - under_usr if os.path.isdir(r))
+    # A root inside another is covered by the outer mount.
+    return tuple(r for r in kept if not any(r != o and r.startswith(o + "/") for o in kept))
+
+
+def _mounts() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in _ROOT_DIRS:
+        path = f"/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for root in read_only_roots():
+        args += ["--ro-bind", root, root]
+    for name in _ETC:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
+def isolated_argv(argv: list[str], seccomp_fd: int | None) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` in the box (``seccomp_fd``: a pipe holding the filter)."""
+    args = [bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
+    args += ["--die-with-parent", "--as-pid-1", "--new-session", "--uid", "1000", "--gid", "1000"]
+    args += ["--hostname", "scorer", *_mounts(), "--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(TMP_MB << 20), "--tmpfs", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/"]
+    args += ["--chdir", "/tmp", "--clearenv"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    return [*args, *argv]
+
+
+def start_isolated_check_process(argv: list[str]) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in the box with piped stdin and stdout (stderr discarded)."""
+    program = seccomp_program()
+    read_fd = None
+    if program is not None:
+        read_fd, write_fd = os.pipe()
+        os.write(write_fd, program)  # a few hundred bytes: fits the pipe buffer
+        os.close(write_fd)
+    try:
+        return subprocess.Popen(
+            isolated_argv(argv, read_fd),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            pass_fds=() if read_fd is None else (read_fd,),
+        )
+    finally:
+        if read_fd is not None:
+            os.close(read_fd)
