@@ -7,8 +7,11 @@ would. Whether a run ran, and ran once, is checked on the host: its result, and 
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -105,6 +108,20 @@ def test_a_run_whose_server_is_killed_under_it_is_killed_and_not_run_again(lone,
     time.sleep(0.5)
     assert leftovers(marker) == []
     assert lone.run_python("print('next')").stdout == "next\n"  # the next run gets a healthy server
+
+
+def test_a_server_that_said_more_than_it_was_asked_is_replaced_before_the_next_run(lone):
+    """Bytes in the answer pipe between runs would be read as the next run's answer."""
+    lone.run_python("pass")
+    [handle] = lone._backend._servers
+    forged = {"status": "ok", "exit_code": 0, "stdout": base64.b64encode(b"forged\n").decode(), "stderr": ""}
+    forged |= {"wall_s": 0.0, "cpu_s": 0.0, "detail": "", "snapshot": None, "restart": False}
+    data = json.dumps(forged).encode()
+    with open(f"/proc/{handle._proc.pid}/fd/1", "wb") as answers:  # bubblewrap holds the server's answer pipe
+        answers.write(struct.pack(">I", len(data)) + data)
+    for expected in ("real\n", "again\n"):
+        result = lone.run_python(f"print({expected.strip()!r})")
+        assert (result.status, result.stdout) == ("ok", expected)
 
 
 def _memory_cgroup(pid: int) -> Path | None:

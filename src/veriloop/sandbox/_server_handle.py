@@ -7,12 +7,14 @@ output caps plus the snapshot bound), and a server that misses either, dies, or 
 not clean up is killed with its whole PID namespace and replaced before the next job.
 
 A server that dies while idle (by design the out-of-memory killer's first choice) must not cost
-the next run anything. Before each job the handle checks that the server still lives. A server
-that dies after that check but before it has read the whole job (part of the job is still in
-its pipe once it is dead) never started the run: the job goes to a fresh server, once, and the
-result is as if nothing had happened. A server that dies after reading the whole job may have
-started the run, so the run is ``killed``: it is never run twice. Out-of-memory kills are
-counted from the moment the job is sent, so a kill between runs is no run's ``memory_limit``.
+the next run anything. Before each job the handle checks that the server still lives and has
+left nothing unread in its answer pipe (bytes there would be taken for the next run's answer);
+otherwise it is replaced first. A server that dies after that check but before it has read the
+whole job (part of the job is still in its pipe once it is dead) never started the run: the job
+goes to a fresh server, once, and the result is as if nothing had happened. A server that dies
+after reading the whole job may have started the run, so the run is ``killed``: it is never run
+twice. Out-of-memory kills are counted from the moment the job is sent, so a kill between runs
+is no run's ``memory_limit``.
 """
 
 from __future__ import annotations
@@ -182,9 +184,14 @@ class ServerHandle:
         init_pid = _child_of(self._proc.pid)
         self._init_pidfd = os.pidfd_open(init_pid) if init_pid else None
 
-    def _is_live(self) -> bool:
-        """Whether the server process and its bubblewrap parent both still run."""
-        return self._proc is not None and self._proc.poll() is None and not _exited(self._init_pidfd)
+    def _is_ready(self) -> bool:
+        """Whether the server and its bubblewrap parent still run, and the server has said
+        nothing since its last answer (bytes waiting there would be read as the next run's)."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None or _exited(self._init_pidfd):
+            return False
+        assert proc.stdout is not None
+        return _unread_bytes(proc.stdout.fileno()) == 0
 
     def _send(self, framed: bytes, deadline: float) -> None:
         proc = self._proc
@@ -304,7 +311,7 @@ class ServerHandle:
             raise _Lost("killed", f"{exc}, twice in a row; it was replaced") from None
 
     def _exchange(self, framed: bytes, budget: float, max_bytes: int) -> dict:
-        if not self._is_live():
+        if not self._is_ready():
             self.restart()
         self._forget_oom_kills()
         deadline = time.monotonic() + budget  # counted from here: starting a server is not the run's time
