@@ -121,7 +121,7 @@ def test_timeout_from_threads_gives_an_infra_error_not_a_hang():
 
     def run(index):
         started = time.monotonic()
-        results[index] = (score(STALLING, "5", timeout_s=1.5), time.monotonic() - started)
+        results[index] = (score(STALLING, "\\sqrt{2}", timeout_s=1.5), time.monotonic() - started)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
     for thread in threads:
@@ -137,7 +137,7 @@ def test_timeout_from_threads_gives_an_infra_error_not_a_hang():
 
 
 def test_timeout_can_score_zero_instead():
-    result = score(STALLING, "5", timeout_s=1, on_timeout="zero")
+    result = score(STALLING, "\\sqrt{2}", timeout_s=1, on_timeout="zero")
     assert result.status == "scored" and result.reward == 0.0 and "timed out" in result.detail
 
 

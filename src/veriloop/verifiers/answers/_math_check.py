@@ -9,6 +9,14 @@ Final answer, in order of preference: every ``\\boxed{...}`` (or ``\\fbox``); ev
 ``<answer>...</answer>``; every ``#### X`` or "answer is X" / "Answer: X" line; else the last
 non-empty line (when ``fallback`` is ``"last_line"``), together with any earlier line that holds
 nothing but a number, so that "41\n42" is two answers rather than one.
+
+Before anything is read, minus signs (U+2212 and its variants) become ``-`` and percent signs
+are dropped on both sides: a percentage is read as the number written, never rescaled, so
+"50\\%" is 50 (not also 0.5). When the gold answer is a plain number, the final answer must be
+one too (words, units, a fraction or scientific notation around it allowed): an expression that
+merely evaluates to it ("37 \\cdot 43", ``\\binom{10}{3}``, a sum, an integral) restates the
+question rather than answering it. Alternatives are looked for inside ``\\text{...}`` as well,
+and never inside brackets: an interval is one answer, and it never equals a finite set.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from fractions import Fraction
 from typing import Any
 
 from math_verify import parse, verify
-from sympy import Basic, Expr, Set, Tuple, UnevaluatedExpr
+from sympy import Basic, Expr, FiniteSet, Interval, Set, Tuple, UnevaluatedExpr, Union
 from sympy.matrices import MatrixBase
 
 from veriloop.verifiers.answers._tags import tag_contents
@@ -34,6 +42,12 @@ _MARKED_LINE = re.compile(
     r"^[ \t]*(?:#{4}[ \t]*(?P<hashes>[^\n]*\S)|[^\n]*?\banswer[ \t]*(?:is[ \t]*:?|:|=)[ \t]*(?P<marked>[^\n]*\S))",
     re.IGNORECASE | re.MULTILINE,
 )
+_MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u2796": "-"})
+_PERCENT = re.compile(r"\\?%|\bper ?cent\b", re.IGNORECASE)
+# Text blocks whose words are read as words: "7 \text{ or maybe } 8" offers two answers.
+_TEXT_BLOCK = re.compile(r"\\(?:text|textbf|textit|textrm|textnormal|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
+# Typesetting that never changes a number: spacing, dollar signs, degree marks, \left and \right.
+_TYPESETTING = re.compile(r"\\[,;:! ]|~|\\?\$|\^\s*\{?\s*\\circ\s*\}?|\\(?:circ|degree|left|right)\b")
 # Separators between alternatives inside one final answer: "7 or 8", "7 and 8", "7; 8", "7, 8", "7 8".
 _ALTERNATIVES = re.compile(
     r"\s+(?:or|and)\s+|\\text\s*\{\s*(?:or|and)\s*\}|\\(?:lor|vee)\b|;|,\s+|(?<=\d)\s+(?=[-+]?\d)",
@@ -45,6 +59,12 @@ _SIMPLE = re.compile(
     rf"\$?\s*(?:(?P<number>{_NUMBER})(?:\s*/\s*(?P<denominator>\d+))?"
     r"|(?P<sign>-?)\\[dt]?frac\s*\{\s*(?P<top>\d+)\s*\}\s*\{\s*(?P<bottom>\d+)\s*\})\s*\$?"
 )
+# One number, written out: integer, decimal, fraction, scientific notation; words or units around it.
+_LITERAL_NUMBER = (
+    rf"\(?\s*[-+]?\s*(?:{_NUMBER}(?:\s*/\s*\d+)?(?:\s*(?:\\times|\\cdot|\*)\s*10\s*\^\s*\{{?\s*[-+]?\d+\s*\}}?"
+    r"|[eE][-+]?\d+)?|\\[dt]?frac\s*\{\s*[-+]?\d+\s*\}\s*\{\s*[-+]?\d+\s*\}|\\[dt]?frac\d\d)\s*\)?"
+)
+_LITERAL = re.compile(rf"[A-Za-z:.,\s]*?{_LITERAL_NUMBER}(?:\s*[A-Za-z]+(?:\s*\^\s*\{{?[23]\}}?)?)*[\s.]*")
 # A sentence that ends in a plain number after words only: "Therefore x = -5".
 _WORDS_THEN_NUMBER = re.compile(rf"(?P<words>[A-Za-z ,:=]*?)\s*(?P<number>{_NUMBER})")
 
@@ -207,9 +227,52 @@ class _Answer:
         return _parse_candidate(self.text, self.latex)
 
 
+def normalise_signs(text: str) -> str:
+    """``text`` with every minus sign as ``-`` and no percent signs (see the module docstring)."""
+    return _PERCENT.sub("", text.translate(_MINUS_SIGNS))
+
+
+def _unwrap_text(candidate: str) -> str:
+    return _TEXT_BLOCK.sub(lambda m: f" {m.group(1)} ", candidate)
+
+
+def _bracket_depths(text: str) -> list[int]:
+    """The bracket depth at each character of ``text``; ``(2, 5]`` closes like ``(2, 5)``."""
+    depths, depth = [], 0
+    for char in text:
+        if char in ")]}":
+            depth = max(0, depth - 1)
+        depths.append(depth)
+        if char in "([{":
+            depth += 1
+    return depths
+
+
+def _top_level_parts(candidate: str) -> list[str]:
+    """``candidate`` split at the alternative separators that lie outside every bracket."""
+    depths = _bracket_depths(candidate)
+    parts, start = [], 0
+    for separator in _ALTERNATIVES.finditer(candidate):
+        if separator.start() < len(depths) and depths[separator.start()] == 0 and separator.start() >= start:
+            parts.append(candidate[start : separator.start()])
+            start = separator.end()
+    parts.append(candidate[start:])
+    return parts
+
+
+def is_written_number(candidate: str) -> bool:
+    """Whether ``candidate`` is one number written out, not an expression that evaluates to one."""
+    text = _TYPESETTING.sub(" ", _unwrap_text(candidate)).replace("{,}", ",")
+    text = text.rpartition("=")[2]  # "x = 42" and "37 \cdot 43 = 1591" answer with their last side
+    return len(text) <= 200 and _LITERAL.fullmatch(text.strip()) is not None
+
+
 def _alternatives(candidate: str, latex: bool) -> list[_Answer]:
-    """Each part of a candidate that reads as math, split at "or", ";", ", " and between bare numbers."""
-    parts = [p.strip() for p in _ALTERNATIVES.split(candidate) if p and p.strip()]
+    """Each part of a candidate that reads as math, split at "or", ";", ", " and between bare numbers
+    (inside ``\\text{...}`` too, never inside brackets)."""
+    parts = [p.strip() for p in _top_level_parts(_unwrap_text(candidate)) if p and p.strip()]
+    if len(parts) <= 1:  # one answer: read as written, its \text{...} units included
+        parts = [candidate.strip()]
     answers = [_Answer(part, latex, read_plain(part)) for part in parts]
     return [a for a in answers if a.plain is not None or a.parsed()]
 
@@ -253,9 +316,18 @@ def _correct(gold: str, gold_plain: Plain | None, answer: _Answer, options: dict
         if same is not None:
             return same
     gold_parsed, parsed = parse_gold(gold), answer.parsed()
+    if _interval_like(_first_math(gold_parsed)) != _interval_like(_first_math(parsed)):
+        return False
     if _numerically_apart(_first_math(gold_parsed), _first_math(parsed), options.get("float_rounding", 6)):
         return False
     return _same(gold_parsed, parsed, options)
+
+
+def _interval_like(value: Any) -> bool | None:
+    """True for an interval (or a union holding one), False for a finite set, None otherwise."""
+    if isinstance(value, Interval) or (isinstance(value, Union) and any(isinstance(a, Interval) for a in value.args)):
+        return True
+    return False if isinstance(value, FiniteSet) else None
 
 
 def _squeeze(text: str) -> str:
@@ -293,7 +365,8 @@ def _expected(gold: str, options: dict[str, Any]) -> str:
 
 def check_math_answer(request: dict[str, Any]) -> dict[str, Any]:
     """Score one response. ``request``: ``gold``, ``response`` and ``options`` (see MathConfig)."""
-    gold, response, options = str(request["gold"]), request["response"], request.get("options", {})
+    gold, response = normalise_signs(str(request["gold"])), normalise_signs(request["response"])
+    options = request.get("options", {})
     where, candidates = final_answers(response, options.get("fallback", "last_line"))
     if not candidates:
         return _verdict(
@@ -327,6 +400,12 @@ def check_math_answer(request: dict[str, Any]) -> dict[str, Any]:
         )
     answer = answers[0]
     shown = _shown(answer.text)
+    if gold_plain is not None and answer.plain is None and not is_written_number(answer.text):
+        return _verdict(
+            0.0,
+            f"final answer {shown!r} ({where}) is an expression, not a number worked out",
+            f"Your final answer {shown} is not worked out; give its value as a number.{_expected(gold, options)}",
+        )
     if _correct(gold, gold_plain, answer, options):
         return _verdict(1.0, f"final answer {shown!r} ({where}) equals the gold answer", "Correct.")
     return _verdict(
