@@ -94,3 +94,90 @@ def test_a_run_cannot_end_the_process_runs_are_copied_from(box):
     assert attack.stdout.strip() == "[]"
     after = box.run_python("print('fine')")
     assert after.stdout == "fine\n" and not after.sandbox_replaced
+
+
+# ---- shaping later runs: limits, priorities, affinity, OOM score, sysctls ------------------
+
+SETTINGS_PROBE = r"""
+import ctypes, json, os, resource
+libc = ctypes.CDLL(None, use_errno=True)
+def oom(pid):
+    with open('/proc/%s/oom_score_adj' % pid) as handle:
+        return handle.read().strip()
+def sysctl(name):
+    with open('/proc/sys/' + name) as handle:
+        return handle.read().strip()
+print(json.dumps({
+    'limits': {name: resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource)) if name.startswith('RLIMIT_')},
+    'nice': os.getpriority(os.PRIO_PROCESS, 0),
+    'policy': os.sched_getscheduler(0),
+    'affinity': sorted(os.sched_getaffinity(0)),
+    'ioprio': libc.syscall(252, 1, 0),
+    'oom': oom('self'),
+    'sysctls': [sysctl(name) for name in ('kernel/shmmax', 'kernel/msgmax', 'fs/mqueue/msg_max', 'net/ipv4/ip_local_port_range')],
+}))
+"""
+
+# Every way a run could shape the processes later runs are copied from (pid 1 is the server;
+# the others are the template and this run's own parent chain), and write namespace-wide state.
+SHAPING_ATTACK = r"""
+import ctypes, os, resource
+libc = ctypes.CDLL(None, use_errno=True)
+changed = []
+def attempt(what, call):
+    try:
+        if call() in (-1,):
+            return
+        changed.append(what)
+    except OSError:
+        pass
+targets = [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]
+for pid in targets:
+    for name in ('RLIMIT_NOFILE', 'RLIMIT_AS', 'RLIMIT_FSIZE', 'RLIMIT_CPU', 'RLIMIT_NPROC'):
+        which = getattr(resource, name)
+        attempt('prlimit %s %d' % (name, pid), lambda: resource.prlimit(pid, which, (16, 16)))
+    attempt('setpriority %d' % pid, lambda: os.setpriority(os.PRIO_PROCESS, pid, 19))
+    attempt('setpriority pgrp %d' % pid, lambda: os.setpriority(os.PRIO_PGRP, pid, 19))
+    attempt('affinity %d' % pid, lambda: os.sched_setaffinity(pid, {0}))
+    attempt('scheduler %d' % pid, lambda: os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0)))
+    attempt('ioprio %d' % pid, lambda: libc.syscall(251, 1, pid, (3 << 13) | 7))
+attempt('setpriority user', lambda: os.setpriority(os.PRIO_USER, 0, 19))
+attempt('ioprio user', lambda: libc.syscall(251, 3, 0, (3 << 13) | 7))
+for path in ['/proc/%d/oom_score_adj' % pid for pid in targets + [os.getpid()]] + [
+    '/proc/sys/kernel/shmmax', '/proc/sys/kernel/msgmax', '/proc/sys/fs/mqueue/msg_max',
+    '/proc/sys/net/ipv4/ip_local_port_range',
+]:
+    def write(path=path):
+        with open(path, 'w') as handle:
+            handle.write('0' if 'oom' in path else '1')
+    attempt('write ' + path, write)
+print(changed)
+"""
+
+
+def test_a_run_cannot_shape_the_runs_after_it(box):
+    before = box.run_python(SETTINGS_PROBE)
+    assert before.ok, before
+    attack = box.run_python(SHAPING_ATTACK)
+    assert attack.ok, attack
+    assert attack.stdout.strip() == "[]", attack.stdout
+    after = box.run_python(SETTINGS_PROBE)
+    assert after.ok, after
+    assert json.loads(after.stdout) == json.loads(before.stdout)
+    assert not after.sandbox_replaced
+
+
+def test_a_run_may_still_lower_its_own_settings(box):
+    result = box.run_python(
+        "import os, resource, subprocess\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))\n"
+        "os.nice(5)\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))\n"
+        "print(resource.getrlimit(resource.RLIMIT_NOFILE), os.getpriority(os.PRIO_PROCESS, 0),"
+        " len(os.sched_getaffinity(0)), os.sched_getscheduler(0) == os.SCHED_BATCH)\n"
+        "print(resource.prlimit(1, resource.RLIMIT_NOFILE) is not None)\n"
+        "print(subprocess.run(['sh', '-c', 'ulimit -n 20 && nice -n 3 sh -c \"echo child\"'],"
+        " capture_output=True, text=True).stdout.strip())"
+    )
+    assert result.ok, result
+    assert result.stdout.split("\n")[:3] == ["(32, 32) 5 1 True", "True", "child"]

@@ -27,7 +27,7 @@ class Limits(Record):
     | cpu_s          | CPU time of each process      | RLIMIT_CPU, rounded up; SIGKILL 1 s on  | sandboxed/_server.py |
     | memory_mb      | address space of each process | RLIMIT_AS                               | sandboxed/_server.py |
     |                | all processes and tmpfs files | memory cgroup (root, cgroup v1 only)    | _cgroup.py           |
-    | max_processes  | processes and threads at once | RLIMIT_NPROC, plus 2: server, template | sandboxed/_server.py |
+    | max_processes  | processes and threads at once | RLIMIT_NPROC, plus 2: server, template  | sandboxed/_server.py |
     | max_open_files | file descriptors per process  | RLIMIT_NOFILE                           | sandboxed/_server.py |
     | max_file_mb    | largest file written          | RLIMIT_FSIZE, at most disk_mb           | sandboxed/_server.py |
     | disk_mb        | each writable mount           | tmpfs --size, set as the sandbox starts | _bwrap.py            |

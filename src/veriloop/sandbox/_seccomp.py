@@ -6,6 +6,11 @@ to the uid or the namespace, not the process), reading or writing other processe
 module and reboot calls (no sandbox process has the capabilities for them anyway). A 32-bit
 system call kills the process and x32 ones are denied, so the filter cannot be sidestepped.
 
+Also denied (EPERM): changing another process's resource limits, nice value, scheduling policy,
+CPU affinity or I/O priority. A process may change its own (pid or who 0) and read anyone's
+limits (``prlimit64`` without a new limit), but the sandbox server and the template every run is
+copied from are out of reach: what a run set there would hold for every later run.
+
 Built for x86_64 only; elsewhere ``seccomp_program()`` returns None and sandboxes run
 without it (the other layers still hold).
 """
@@ -52,6 +57,18 @@ _DENIED_X86_64 = {
     "io_uring_register": 427,
 }
 
+# Calls allowed only on the caller itself: {name: (number, ((argument, value it must have), ...))}.
+# setpriority and ioprio_set name a kind of target first (PRIO_PROCESS is 0, IOPRIO_WHO_PROCESS 1).
+_SELF_ONLY_X86_64 = {
+    "setpriority": (141, ((0, 0), (1, 0))),
+    "sched_setparam": (142, ((0, 0),)),
+    "sched_setscheduler": (144, ((0, 0),)),
+    "sched_setaffinity": (203, ((0, 0),)),
+    "ioprio_set": (251, ((0, 1), (1, 0))),
+    "sched_setattr": (314, ((0, 0),)),
+}
+_PRLIMIT64 = 302  # allowed on the caller itself (pid 0), or on anyone without a new limit (a read)
+
 _LD_ABS_W = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
@@ -59,27 +76,63 @@ _RET_K = 0x06
 _RET_KILL_PROCESS = 0x80000000
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO_EPERM = 0x00050000 | 1
+_NR, _ARCH, _ARGS = 0, 4, 16  # offsets in struct seccomp_data; each argument is 8 bytes, low half first
 
 
 def _instruction(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+def _argument_is(index: int, value: int, *, full: bool = False) -> list[tuple]:
+    """Jump to "next" (fall through) when args[index] equals ``value``, else to "deny".
+
+    An int argument is compared on its low half (the kernel ignores the high one); a pointer
+    (``full``) on both."""
+    checks = [(_LD_ABS_W, None, None, _ARGS + 8 * index), (_JEQ_K, None, "deny", value)]
+    if full:
+        checks += [(_LD_ABS_W, None, None, _ARGS + 8 * index + 4), (_JEQ_K, None, "deny", 0)]
+    return checks
+
+
+def _assemble(blocks: list[tuple[str | None, list[tuple]]]) -> bytes:
+    """Resolve labels: each op is (code, jump-if-true, jump-if-false, k), a jump being None (the next
+    instruction) or a label; blocks are (label or None, ops)."""
+    ops, labels = [], {}
+    for label, block in blocks:
+        if label is not None:
+            labels[label] = len(ops)
+        ops += block
+
+    def offset(at: int, target: str | None) -> int:
+        return 0 if target is None else labels[target] - at - 1
+
+    return b"".join(_instruction(code, offset(at, jt), offset(at, jf), k) for at, (code, jt, jf, k) in enumerate(ops))
+
+
 def seccomp_program() -> bytes | None:
     """The classic-BPF program (``struct sock_filter[]``) bubblewrap loads with --seccomp."""
     if platform.machine() != "x86_64":
         return None
-    numbers = sorted(_DENIED_X86_64.values())
-    deny_at = 5 + len(numbers) + 1  # index of the EPERM return
-    program = [
-        _instruction(_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
-        _instruction(_JEQ_K, 1, 0, _AUDIT_ARCH_X86_64),
-        _instruction(_RET_K, 0, 0, _RET_KILL_PROCESS),
-        _instruction(_LD_ABS_W, 0, 0, 0),  # seccomp_data.nr
-        _instruction(_JGE_K, deny_at - 5, 0, _X32_SYSCALL_BIT),
+    head = [
+        (_LD_ABS_W, None, None, _ARCH),
+        (_JEQ_K, None, "kill", _AUDIT_ARCH_X86_64),
+        (_LD_ABS_W, None, None, _NR),
+        (_JGE_K, "deny", None, _X32_SYSCALL_BIT),
     ]
-    for index, number in enumerate(numbers, start=5):
-        program.append(_instruction(_JEQ_K, deny_at - (index + 1), 0, number))
-    program.append(_instruction(_RET_K, 0, 0, _RET_ALLOW))
-    program.append(_instruction(_RET_K, 0, 0, _RET_ERRNO_EPERM))
-    return b"".join(program)
+    head += [(_JEQ_K, "deny", None, number) for number in sorted(_DENIED_X86_64.values())]
+    head += [(_JEQ_K, name, None, number) for name, (number, _) in _SELF_ONLY_X86_64.items()]
+    head += [(_JEQ_K, "prlimit64", None, _PRLIMIT64), (_RET_K, None, None, _RET_ALLOW)]
+    blocks: list[tuple[str | None, list[tuple]]] = [(None, head)]
+    for name, (_, wanted) in _SELF_ONLY_X86_64.items():
+        checks = [op for index, value in wanted for op in _argument_is(index, value)]
+        blocks.append((name, [*checks, (_RET_K, None, None, _RET_ALLOW)]))
+    prlimit = [
+        (_LD_ABS_W, None, None, _ARGS),
+        (_JEQ_K, "allow", None, 0),  # pid 0: the caller
+        *_argument_is(2, 0, full=True),  # new_limit NULL: only reads the limits
+    ]
+    blocks.append(("prlimit64", prlimit))
+    blocks.append(("allow", [(_RET_K, None, None, _RET_ALLOW)]))
+    blocks.append(("deny", [(_RET_K, None, None, _RET_ERRNO_EPERM)]))
+    blocks.append(("kill", [(_RET_K, None, None, _RET_KILL_PROCESS)]))
+    return _assemble(blocks)
