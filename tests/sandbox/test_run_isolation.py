@@ -181,3 +181,38 @@ def test_a_run_may_still_lower_its_own_settings(box):
     )
     assert result.ok, result
     assert result.stdout.split("\n")[:3] == ["(32, 32) 5 1 True", "True", "child"]
+
+
+# ---- snapshots ---------------------------------------------------------------------------
+
+
+def test_a_snapshot_of_sparse_files_is_refused_without_using_memory():
+    limits = Limits(timeout_s=20, memory_mb=64, disk_mb=64, max_file_mb=64)
+    with Sandbox(limits=limits, workers=1) as sandbox:
+        result = sandbox.run_python(
+            "import os\nfor name in ('a', 'b'):\n    os.truncate(os.open(name, os.O_CREAT | os.O_WRONLY), 48 << 20)\n",
+            capture=True,
+        )
+        assert result.status == "ok", result
+        assert result.snapshot is None and "too large to snapshot" in result.detail
+        assert not result.sandbox_replaced
+        assert sandbox.run_python("print('fine')").stdout == "fine\n"
+
+
+def test_a_workspace_with_a_small_sparse_file_is_still_captured(box):
+    result = box.run_python(
+        "import os\nwith open('dense', 'wb') as f:\n    f.write(os.urandom(1 << 20))\n"
+        "os.truncate(os.open('sparse', os.O_CREAT | os.O_WRONLY), 1 << 20)\n",
+        capture=True,
+    )
+    assert result.ok and result.snapshot is not None, result
+    restored = box.run_python(
+        "import os\nprint(os.path.getsize('dense'), os.path.getsize('sparse'))", snapshot=result.snapshot
+    )
+    assert restored.stdout.strip() == f"{1 << 20} {1 << 20}"
+
+
+def test_tmp_is_world_writable_and_sticky_from_the_first_run():
+    with Sandbox(limits=LIMITS, workers=1) as sandbox:
+        first = sandbox.run_python("import os\nprint(oct(os.stat('/tmp').st_mode & 0o7777))")
+    assert first.stdout.strip() == "0o1777", first

@@ -560,7 +560,12 @@ def classify(enforced, ending, wait_status, usage, stderr, note):
 
 
 def archive_workspace(limit):
-    """The workspace as a tar of its directories and regular files, or None if over ``limit``."""
+    """The workspace as a tar of its directories and regular files, or None if over ``limit`` or
+    if its files' sizes add up to more than the mount holds (only sparse files can: their holes
+    would come back as zeros). Both are checked before a file is read, so that capturing a
+    workspace never buffers more than ``limit``."""
+    stats = os.statvfs(WORKSPACE)
+    content_left = stats.f_blocks * stats.f_frsize
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:", format=tarfile.PAX_FORMAT) as tar:
         for root, dirs, files in os.walk(WORKSPACE):
@@ -574,6 +579,9 @@ def archive_workspace(limit):
                 if info.isdir():
                     tar.addfile(info)
                 else:
+                    content_left -= info.size
+                    if content_left < 0 or buffer.tell() + info.size + 3 * tarfile.BLOCKSIZE > limit:
+                        return None
                     with open(path, "rb") as handle:
                         tar.addfile(info, handle)
                 if buffer.tell() > limit:
