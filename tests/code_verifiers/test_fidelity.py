@@ -138,3 +138,70 @@ def test_humaneval_answers_hard_coding_the_doctests_earn_no_more_than_returning_
 
     earned = {cheat.id for cheat, none in zip(cheats, nones) if passed(cheat) > passed(none)}
     assert earned == {"humaneval/34"}  # its one test is its one example: no hidden case to require
+
+
+EXPECTS_AN_EXCEPTION = {
+    "try/except": """
+def check(candidate):
+    assert candidate(2, 5) == 7
+    try:
+        candidate(-1, 5)
+        assert False, "negative numbers must be refused"
+    except ValueError:
+        pass
+""",
+    "try/except/else": """
+def check(candidate):
+    assert candidate(2, 5) == 7
+    try:
+        candidate(-1, 5)
+    except ValueError as error:
+        assert "negative" in str(error)
+    else:
+        raise AssertionError("negative numbers must be refused")
+""",
+    "pytest.raises": """
+import pytest
+
+def check(candidate):
+    assert candidate(2, 5) == 7
+    with pytest.raises(ValueError, match="negative"):
+        candidate(-1, 5)
+""",
+    "assertRaises": """
+import unittest
+
+def check(candidate):
+    assert candidate(2, 5) == 7
+    case = unittest.TestCase()
+    case.assertRaises(ValueError, candidate, -1, 5)
+""",
+}
+
+REFUSES = "def add(a, b):\n    if a < 0:\n        raise {error}('negative numbers are refused')\n    return a + b"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTS_AN_EXCEPTION))
+def test_tests_expecting_an_exception_pass_an_answer_that_raises_it(code, name):
+    task = code.add_task(EXPECTS_AN_EXCEPTION[name], task_id=f"raises-{name}")
+    subclass = "class NegativeError(ValueError):\n    pass\n" + REFUSES.format(error="NegativeError")
+    honest, own_subclass, no_raise, wrong_type = scores(
+        task,
+        code.fenced(REFUSES.format(error="ValueError")),
+        code.fenced(subclass),
+        code.GOLD_ADD,
+        code.fenced(REFUSES.format(error="TypeError")),
+    )
+    assert honest.passed and honest.reward == 1.0, honest.detail
+    assert own_subclass.passed, own_subclass.detail
+    assert no_raise.status == wrong_type.status == "scored"
+    assert no_raise.reward == 0.5 and wrong_type.reward == 0.5, (no_raise.detail, wrong_type.detail)
+
+
+def test_an_exception_class_of_the_prompt_is_caught_by_the_tests(code):
+    prompt = "class Refused(Exception):\n    pass\n\n" + code.ADD_PROMPT
+    tests = "def check(candidate):\n    try:\n        candidate(-1, 5)\n        assert False\n    except Refused:\n        pass\n"
+    task = code.add_task(tests, task_id="raises-prompt-class", prompt_code=prompt)
+    honest, silent = scores(task, code.fenced(REFUSES.format(error="Refused")), code.GOLD_ADD)
+    assert honest.passed, honest.detail
+    assert silent.reward == 0.0, silent.detail

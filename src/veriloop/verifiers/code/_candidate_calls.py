@@ -25,7 +25,7 @@ MAX_RESTARTS = 3
 Outcome = dict[str, Any]
 """``{"value": <encoded plain value>}`` or ``{"error": "..."}``; ``"harness": True`` marks an error
 worded by the harness (a limit, an exit, a value that is not plain data) rather than an
-exception the function raised; ``"repeat_differs"`` marks a call that gave another result
+exception the function raised, whose class names (its own first) are ``"raised"``; ``"repeat_differs"`` marks a call that gave another result
 when repeated."""
 
 
@@ -71,7 +71,8 @@ def _valid(frame: dict[str, Any], count: int) -> bool:
         except (NotPlainData, RecursionError):
             return False
         return True
-    return isinstance(frame.get("error"), str)
+    raised = frame.get("raised", [])
+    return isinstance(frame.get("error"), str) and type(raised) is list and all(type(n) is str for n in raised)
 
 
 def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults) -> set[int] | None:
@@ -94,7 +95,7 @@ def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults) 
         index = frame.pop("i")
         answered.add(index)
         out.outcomes[batch[index]] = {
-            k: frame[k] for k in ("value", "error", "harness", "repeat_differs") if k in frame
+            k: frame[k] for k in ("value", "error", "raised", "harness", "repeat_differs") if k in frame
         }
     if problem:
         out.tampered = problem

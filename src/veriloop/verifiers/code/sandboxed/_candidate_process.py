@@ -20,13 +20,23 @@ def _call(function, key):
     try:
         result = function(*args, **kwargs)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are answers too: wrong ones
-        return {"error": describe_error(exc, CANDIDATE_FILE)}
+        return {"error": describe_error(exc, CANDIDATE_FILE), "raised": _class_names(exc)}
     try:
         return {"value": encode_value(result)}
     except NotPlainData as exc:
         return {"error": f"returned {exc}; return plain values (numbers, strings, lists, ...)", "harness": True}
     except RecursionError:
         return {"error": "returned a value nested too deeply", "harness": True}
+
+
+def _class_names(exc):
+    """The names of the exception's classes, its own first (``["MyError", "ValueError", ...]``),
+    so the tests can catch it by any of them. Names only: plain strings, never the classes."""
+    try:
+        names = [klass.__name__ for klass in type(exc).__mro__]
+        return [name for name in names if type(name) is str][:16]
+    except BaseException:
+        return []
 
 
 def run_candidate(job):

@@ -31,6 +31,36 @@ class CandidateError(Exception):
     """The function under test raised on these inputs (the message is the candidate's)."""
 
 
+def candidate_exception(outcome, namespace):
+    """The candidate's exception, rebuilt so the tests can catch it as they would the real one.
+
+    Its class is the first of its class names (``outcome["raised"]``, its own first) that
+    names an exception class of the tests' namespace (the prompt's own exception classes) or
+    of the built-ins; a class that is no Exception (SystemExit, KeyboardInterrupt) is never
+    rebuilt, since the tests must not end because of the candidate. Marked ``_vl_candidate``.
+    """
+    import builtins
+
+    error = None
+    for name in outcome.get("raised", ()):
+        klass = namespace.get(name, getattr(builtins, name, None))
+        if not (isinstance(klass, type) and issubclass(klass, Exception)) or klass is Exception:
+            continue
+        try:
+            error = klass(outcome["error"])
+        except Exception:
+            continue
+        break
+    if error is None:
+        error = CandidateError(outcome["error"])
+    error._vl_candidate = True
+    return error
+
+
+def _from_candidate(error):
+    return getattr(error, "_vl_candidate", False) is True
+
+
 class _Placeholder:
     __slots__ = ()
 
@@ -69,8 +99,9 @@ def short_repr(value, limit=_REPR_LIMIT):
 class CandidateProxy:
     """Stands in for the function under test; answers from recorded plain results."""
 
-    def __init__(self, answers):
+    def __init__(self, answers, namespace):
         self.answers = answers
+        self.namespace = namespace
         self.new_calls = {}
         self.count = 0
         self.recent = []
@@ -89,7 +120,7 @@ class CandidateProxy:
             self.new_calls[key] = None
             return PENDING
         if "error" in outcome:
-            raise CandidateError(outcome["error"])
+            raise candidate_exception(outcome, self.namespace)
         return decode_value(outcome["value"])
 
 
@@ -138,7 +169,7 @@ class CaseLog:
         failure = {"line": line, "source": source[:400], "calls": calls[:3]}
         if error is not None:
             failure["error"] = describe_error(error)
-            failure["candidate_error"] = isinstance(error, CandidateError)
+            failure["candidate_error"] = _from_candidate(error)
         if side is not None:
             got, expected = (left, right) if side == "left" else (right, left)
             failure["got"], failure["expected"] = short_repr(got), short_repr(expected)
@@ -216,6 +247,32 @@ class _Instrument(ast.NodeTransformer):
         finished = report(line, source, name("_vl_ok"), constant(None), message, *extra)
         return new(ast.Try, body=body, handlers=[handler], orelse=[finished], finalbody=[])
 
+    def visit_Try(self, node):
+        """A try statement that calls the function and fails when nothing is raised (an
+        ``assert False`` or a ``raise`` in its body or ``else``) expects an exception: entering
+        one of its handlers is a passed case, reported first thing in the handler."""
+        expects = self._expects_exception(node)
+        self.generic_visit(node)
+        if expects:
+            source = self.lines[node.lineno - 1].strip() if node.lineno <= len(self.lines) else "try:"
+            for handler in node.handlers:
+                values = [ast.Constant(value=handler.lineno), ast.Constant(value=source), ast.Constant(value=True)]
+                call = ast.Call(func=ast.Name(id="_vl_case", ctx=ast.Load()), args=[*values, ast.Constant(value=None)])
+                call.keywords = []
+                handler.body.insert(0, ast.fix_missing_locations(ast.copy_location(ast.Expr(value=call), handler)))
+        return node
+
+    def _expects_exception(self, node):
+        if not node.handlers or not any(self._calls_candidate(statement) for statement in node.body):
+            return False
+        for statement in [*node.body, *node.orelse]:
+            for inner in ast.walk(statement):
+                if isinstance(inner, ast.Raise):
+                    return True
+                if isinstance(inner, ast.Assert) and isinstance(inner.test, ast.Constant) and not inner.test.value:
+                    return True
+        return False
+
 
 def instrument(source, entry_point):
     """``(code object, defines_check)`` for test source, with asserts rewritten."""
@@ -226,6 +283,92 @@ def instrument(source, entry_point):
         names.add(check.args.args[0].arg)
     tree = _Instrument(source, names).visit(tree)
     return compile(tree, TESTS_FILE, "exec"), check is not None
+
+
+_CURRENT = {}
+"""The CaseLog of the item being evaluated, for the expected-exception helpers below."""
+
+
+def _report_expected(passed, what):
+    import sys
+
+    case = _CURRENT.get("case")
+    if case is not None:
+        frame = sys._getframe(2)
+        line = frame.f_lineno if frame.f_code.co_filename == TESTS_FILE else 0
+        case(line, what, passed, None)
+
+
+class _Raises:
+    """``pytest.raises`` where pytest is not installed: context manager or callable form.
+
+    Raising the expected exception is a passed case and raising nothing a failed one (the
+    tests carry on); any other exception propagates, as under pytest."""
+
+    def __init__(self, expected, *args, match=None, **kwargs):
+        self.expected, self.match, self.value, self.type = expected, match, None, None
+        if args:
+            with self:
+                args[0](*args[1:], **kwargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        import re
+
+        if kind is None:
+            _report_expected(False, f"pytest.raises({_name_of(self.expected)})")
+            return True
+        if not issubclass(kind, self.expected):
+            return False
+        self.value, self.type = value, kind
+        passed = self.match is None or re.search(self.match, str(value)) is not None
+        _report_expected(passed, f"pytest.raises({_name_of(self.expected)}, match={self.match!r})")
+        return True
+
+
+def _name_of(expected):
+    names = expected if isinstance(expected, tuple) else (expected,)
+    return ", ".join(getattr(klass, "__name__", "?") for klass in names)
+
+
+def _install_expected_exception_helpers():
+    """A minimal ``pytest`` (``raises``, ``fail``) when none is importable, and unittest's
+    ``assertRaises`` counted as a case that, when nothing is raised, fails and carries on."""
+    import sys
+    import types
+    import unittest.case
+
+    if "pytest" not in sys.modules:
+        try:
+            import pytest  # noqa: F401
+        except ImportError:
+            module = types.ModuleType("pytest")
+            module.raises = _Raises
+
+            def fail(reason=""):
+                raise AssertionError(reason)
+
+            module.fail = fail
+            sys.modules["pytest"] = module
+    context = unittest.case._AssertRaisesContext
+    if getattr(context, "_vl_counted", False):
+        return
+    original = context.__exit__
+
+    def __exit__(self, kind, value, traceback):
+        try:
+            handled = original(self, kind, value, traceback)
+        except self.failureException:
+            _report_expected(False, f"assertRaises({_name_of(self.expected)})")
+            return True
+        if handled:
+            _report_expected(True, f"assertRaises({_name_of(self.expected)})")
+        return handled
+
+    context.__exit__ = __exit__
+    context._vl_counted = True
 
 
 def load_tests(prompt_code, tests, entry_point):
@@ -255,10 +398,12 @@ def _evaluate(item, job, loaded):
         exec(prompt, namespace)
     except BaseException as exc:
         return {"load_error": describe_error(exc, PROMPT_FILE)}
-    proxy = CandidateProxy(item["answers"])
+    proxy = CandidateProxy(item["answers"], namespace)
     cases = CaseLog(proxy, item.get("visible", ()))
     namespace[item["entry_point"]] = proxy
     namespace["_vl_case"] = cases
+    _CURRENT["case"] = cases
+    _install_expected_exception_helpers()
     random.seed(item["seed"])
     aborted = None
     if defines_check:
@@ -276,7 +421,7 @@ def _evaluate(item, job, loaded):
     except BaseException as exc:
         aborted = {
             "error": describe_error(exc, TESTS_FILE),
-            "candidate_error": isinstance(exc, CandidateError),
+            "candidate_error": _from_candidate(exc),
             "calls": proxy.recent[-3:],
         }
     return {
