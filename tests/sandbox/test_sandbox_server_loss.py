@@ -1,4 +1,5 @@
-"""A warm server that dies: between runs it costs the next run nothing; under a run it is ``killed``.
+"""A warm server that dies or is left in a bad state costs the next run nothing; a server that
+dies under a run makes that run ``killed``.
 
 Servers are killed from the host, by pid, the way the out-of-memory killer or an operator
 would. Whether a run ran, and ran once, is checked on the host: its result, and a scan of
@@ -122,6 +123,33 @@ def test_a_server_that_said_more_than_it_was_asked_is_replaced_before_the_next_r
     for expected in ("real\n", "again\n"):
         result = lone.run_python(f"print({expected.strip()!r})")
         assert (result.status, result.stdout) == ("ok", expected)
+
+
+SETTINGS = "import os, resource\nprint(os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), resource.getrlimit(resource.RLIMIT_NOFILE), os.sched_getscheduler(0))"
+SHAPE_THE_SERVER = {
+    "nice": "os.setpriority(os.PRIO_PROCESS, 1, 19)",
+    "affinity": "os.sched_setaffinity(1, {min(os.sched_getaffinity(0))})",
+    "rlimit": "resource.prlimit(1, resource.RLIMIT_NOFILE, (20, 20))",
+    "policy": "os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))",
+}
+
+
+@pytest.mark.parametrize("setting", sorted(SHAPE_THE_SERVER))
+def test_a_run_that_changed_its_servers_settings_leaves_the_next_run_the_defaults(lone, setting):
+    """Runs inherit what the process they come from has: a changed one is replaced first."""
+    defaults = lone.run_python(SETTINGS).stdout
+    attempt = f"import os, resource\ntry:\n    {SHAPE_THE_SERVER[setting]}\nexcept OSError:\n    pass"
+    lone.run_python(attempt)
+    assert lone.run_python(SETTINGS).stdout == defaults
+
+
+def test_a_run_that_changed_only_its_own_settings_costs_no_new_server(lone):
+    defaults = lone.run_python(SETTINGS).stdout
+    pid = server_pid(lone)
+    own = "import os, resource\nos.nice(10)\nresource.setrlimit(resource.RLIMIT_NOFILE, (20, 20))\n"
+    assert lone.run_python(own + "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})").ok
+    assert lone.run_python(SETTINGS).stdout == defaults
+    assert server_pid(lone) == pid
 
 
 def _memory_cgroup(pid: int) -> Path | None:

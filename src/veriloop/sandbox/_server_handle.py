@@ -108,14 +108,32 @@ def result_from_reply(reply: dict) -> ExecResult:
     )
 
 
+def _children(pid: int) -> list[int]:
+    """The children of single-threaded ``pid`` (OSError when it is gone)."""
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
 def _child_of(pid: int) -> int | None:
     """The only child of ``pid`` (bubblewrap's namespace init), or None if it has none."""
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            children = handle.read().split()
+        children = _children(pid)
     except OSError:
         return None
-    return int(children[0]) if len(children) == 1 else None
+    return children[0] if len(children) == 1 else None
+
+
+def _settings(pid: int) -> tuple:
+    """What ``pid`` passes on to the processes it starts, and a run might try to change in it:
+    rlimits, OOM score, nice value, scheduling policy and CPU affinity (OSError when it is gone)."""
+    with open(f"/proc/{pid}/limits") as limits, open(f"/proc/{pid}/oom_score_adj") as oom:
+        return (
+            limits.read(),
+            oom.read(),
+            os.getpriority(os.PRIO_PROCESS, pid),
+            os.sched_getscheduler(pid),
+            os.sched_getaffinity(pid),
+        )
 
 
 class ServerHandle:
@@ -129,7 +147,9 @@ class ServerHandle:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr_tail = bytearray()
         self._drainer: threading.Thread | None = None
-        self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
+        self._init_pid: int | None = None  # the sandbox's PID-namespace init, as the host numbers it
+        self._init_pidfd: int | None = None
+        self._at_rest: dict[int, tuple] = {}  # settings of each process of the idle sandbox, as first seen
         self._shut = False
 
     def spawn(self) -> None:
@@ -181,8 +201,9 @@ class ServerHandle:
             complaint = self._stderr_tail.decode(errors="replace").strip() or str(exc)
             raise SandboxUnavailable(f"the sandbox did not start: {complaint}") from None
         assert self._proc is not None
-        init_pid = _child_of(self._proc.pid)
-        self._init_pidfd = os.pidfd_open(init_pid) if init_pid else None
+        self._init_pid = _child_of(self._proc.pid)
+        self._init_pidfd = os.pidfd_open(self._init_pid) if self._init_pid else None
+        self._at_rest = {}
 
     def _is_ready(self) -> bool:
         """Whether the server and its bubblewrap parent still run, and the server has said
@@ -191,7 +212,23 @@ class ServerHandle:
         if proc is None or proc.poll() is not None or _exited(self._init_pidfd):
             return False
         assert proc.stdout is not None
-        return _unread_bytes(proc.stdout.fileno()) == 0
+        return _unread_bytes(proc.stdout.fileno()) == 0 and self._settings_kept()
+
+    def _settings_kept(self) -> bool:
+        """Whether each process of the idle sandbox (the server, and any helper it keeps) still
+        has the settings it had when the host first saw it idle: the next run inherits them."""
+        if self._init_pid is None:
+            return True
+        try:
+            for pid in (self._init_pid, *_children(self._init_pid)):
+                now = _settings(pid)
+                if self._at_rest.setdefault(pid, now) != now:
+                    return False
+        except PermissionError:  # not readable from this host: the server's own checks are all there is
+            return True
+        except OSError:  # a process of the idle sandbox ended
+            return False
+        return True
 
     def _send(self, framed: bytes, deadline: float) -> None:
         proc = self._proc
@@ -347,7 +384,7 @@ class ServerHandle:
     def close(self) -> None:
         """Kill the server; bubblewrap's --die-with-parent takes its whole PID namespace along."""
         proc, self._proc = self._proc, None
-        pidfd, self._init_pidfd = self._init_pidfd, None
+        pidfd, self._init_pidfd, self._init_pid = self._init_pidfd, None, None
         if proc is None:
             return
         if pidfd is not None:
