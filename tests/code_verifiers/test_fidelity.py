@@ -205,3 +205,32 @@ def test_an_exception_class_of_the_prompt_is_caught_by_the_tests(code):
     honest, silent = scores(task, code.fenced(REFUSES.format(error="Refused")), code.GOLD_ADD)
     assert honest.passed, honest.detail
     assert silent.reward == 0.0, silent.detail
+
+
+def sort_task(tests: str, task_id: str) -> Task:
+    spec = {"kind": "python_tests", "entry_point": "sort_items", "tests": tests, "timeout_s": 2}
+    return Task(id=task_id, domain="code", prompt="def sort_items(items):\n", verifier=spec)
+
+
+IN_PLACE = "def sort_items(items):\n    items.sort()"
+COPY = "def sort_items(items):\n    return sorted(items)"
+MUTATES_AND_RETURNS = "def sort_items(items):\n    items.sort()\n    return items"
+
+
+def test_tests_checking_an_argument_after_the_call_see_it_mutated(code):
+    in_place_tests = "def check(candidate):\n    data = [3, 1, 2]\n    candidate(data)\n    assert data == [1, 2, 3]\n"
+    task = sort_task(in_place_tests, "in-place")
+    honest, copy = scores(task, code.fenced(IN_PLACE), code.fenced(COPY))
+    assert honest.passed, honest.detail
+    assert copy.reward == 0.0, copy.detail
+
+
+def test_an_answer_that_mutates_its_argument_fails_tests_that_forbid_it(code):
+    keep_tests = (
+        "def check(candidate):\n    data = [3, 1, 2]\n    assert candidate(data) == [1, 2, 3]\n"
+        "    assert data == [3, 1, 2], 'the input must not change'\n"
+    )
+    task = sort_task(keep_tests, "keep-input")
+    honest, mutating = scores(task, code.fenced(COPY), code.fenced(MUTATES_AND_RETURNS))
+    assert honest.passed, honest.detail
+    assert not mutating.passed and mutating.reward == 0.5, mutating.detail

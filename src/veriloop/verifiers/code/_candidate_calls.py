@@ -25,7 +25,8 @@ MAX_RESTARTS = 3
 Outcome = dict[str, Any]
 """``{"value": <encoded plain value>}`` or ``{"error": "..."}``; ``"harness": True`` marks an error
 worded by the harness (a limit, an exit, a value that is not plain data) rather than an
-exception the function raised, whose class names (its own first) are ``"raised"``; ``"repeat_differs"`` marks a call that gave another result
+exception the function raised, whose class names (its own first) are ``"raised"``; ``"mutated"`` lists ``[position or keyword,
+encoded value]`` for each argument the call changed in place; ``"repeat_differs"`` marks a call that gave another result
 when repeated."""
 
 
@@ -65,12 +66,17 @@ def _valid(frame: dict[str, Any], count: int) -> bool:
     index = frame.get("i")
     if type(index) is not int or not 0 <= index < count:
         return False
-    if "value" in frame:
-        try:
+    mutated = frame.get("mutated", [])
+    if type(mutated) is not list or not all(type(m) is list and len(m) == 2 for m in mutated):
+        return False
+    try:
+        for _, value in mutated:
+            decode_value(value)
+        if "value" in frame:
             decode_value(frame["value"])
-        except (NotPlainData, RecursionError):
-            return False
-        return True
+            return True
+    except (NotPlainData, RecursionError):
+        return False
     raised = frame.get("raised", [])
     return isinstance(frame.get("error"), str) and type(raised) is list and all(type(n) is str for n in raised)
 
@@ -95,7 +101,7 @@ def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults) 
         index = frame.pop("i")
         answered.add(index)
         out.outcomes[batch[index]] = {
-            k: frame[k] for k in ("value", "error", "raised", "harness", "repeat_differs") if k in frame
+            k: frame[k] for k in ("value", "error", "raised", "mutated", "harness", "repeat_differs") if k in frame
         }
     if problem:
         out.tampered = problem

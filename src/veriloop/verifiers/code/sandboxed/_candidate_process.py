@@ -10,23 +10,56 @@ below is for readers and linters and is stripped from the script.
 """
 
 from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
-from veriloop.verifiers.code.sandboxed._wire import NotPlainData, encode_value, loads_value  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._wire import (
+    NotPlainData,
+    dumps_value,
+    encode_value,
+    loads_value,
+)  # sandbox: strip
 
 CANDIDATE_FILE = "<candidate>"
 
 
 def _call(function, key):
     args, kwargs = loads_value(key)
+    watched = _mutable_arguments(args, kwargs)
     try:
         result = function(*args, **kwargs)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are answers too: wrong ones
-        return {"error": describe_error(exc, CANDIDATE_FILE), "raised": _class_names(exc)}
+        outcome = {"error": describe_error(exc, CANDIDATE_FILE), "raised": _class_names(exc)}
+    else:
+        try:
+            outcome = {"value": encode_value(result)}
+        except NotPlainData as exc:
+            return {"error": f"returned {exc}; return plain values (numbers, strings, lists, ...)", "harness": True}
+        except RecursionError:
+            return {"error": "returned a value nested too deeply", "harness": True}
     try:
-        return {"value": encode_value(result)}
-    except NotPlainData as exc:
-        return {"error": f"returned {exc}; return plain values (numbers, strings, lists, ...)", "harness": True}
-    except RecursionError:
-        return {"error": "returned a value nested too deeply", "harness": True}
+        mutated = _mutations(watched)
+    except (NotPlainData, RecursionError) as exc:
+        return {"error": f"left a non-plain value in an argument ({exc})", "harness": True}
+    if mutated:
+        outcome["mutated"] = mutated
+    return outcome
+
+
+_MUTABLE = (list, dict, set)
+
+
+def _mutable_arguments(args, kwargs):
+    """``[(position or keyword, argument, its encoded text)]`` for arguments a call can change."""
+    pairs = [*enumerate(args), *kwargs.items()]
+    return [(where, value, dumps_value(value)) for where, value in pairs if type(value) in _MUTABLE]
+
+
+def _mutations(watched):
+    """``[[position or keyword, encoded value]]`` of the arguments the call changed in place,
+    so tests that look at an argument after the call see what the candidate did to it."""
+    changed = []
+    for where, value, before in watched:
+        if dumps_value(value) != before:
+            changed.append([where, encode_value(value)])
+    return changed
 
 
 def _class_names(exc):

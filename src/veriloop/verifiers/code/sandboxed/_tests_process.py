@@ -5,9 +5,10 @@ The test code (HumanEval's ``check(candidate)`` or plain top-level asserts) runs
 except that every ``assert`` is rewritten to record its outcome and carry on, so partial
 credit can be counted. The function under test is a proxy: a call looks up the candidate's
 result for those arguments (plain data, decoded afresh each time) or raises the candidate's
-error. A call whose result is not known yet returns a placeholder and is reported back; the
-host runs the candidate on those inputs and runs the tests again (the random module is
-seeded, so reruns repeat). The candidate's code never runs here.
+error, after changing the arguments in place as the candidate's call changed them. A call
+whose result is not known yet returns a placeholder and is reported back; the host runs the
+candidate on those inputs and runs the tests again (the random module is seeded, so reruns
+repeat). The candidate's code never runs here.
 
 One process may evaluate several items (one task's tests against one candidate's results
 each), each in a fresh namespace: everything here is the task set's own code and plain
@@ -119,9 +120,24 @@ class CandidateProxy:
         if outcome is None:
             self.new_calls[key] = None
             return PENDING
+        _apply_mutations(args, kwargs, outcome.get("mutated", ()))
         if "error" in outcome:
             raise candidate_exception(outcome, self.namespace)
         return decode_value(outcome["value"])
+
+
+def _apply_mutations(args, kwargs, mutated):
+    """Change the tests' own arguments in place as the candidate's call changed its copies."""
+    for where, encoded in mutated:
+        target = args[where] if type(where) is int and 0 <= where < len(args) else kwargs.get(where)
+        value = decode_value(encoded)
+        if type(target) is not type(value):
+            continue
+        if type(target) is list:
+            target[:] = value
+        else:
+            target.clear()
+            target.update(value)
 
 
 class CaseLog:
