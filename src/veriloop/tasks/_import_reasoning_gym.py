@@ -3,12 +3,15 @@
 Each task records the exact draw (dataset, config, seed, size, index) in its ``reasoning_gym``
 verifier, which rebuilds the entry and scores answers with the generator's own scorer.
 Generators without a single reference answer (e.g. ``graph_color``) give tasks without gold.
+Tasks refuse hedges (``hedges: refuse``, written into each verifier): credit goes to one
+committed answer only; ``hedges=lenient`` keeps each scorer's own partial credit for answers
+that hold the gold among other words.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -25,6 +28,10 @@ class ReasoningGymOptions(SourceOptions):
     config: dict[str, Any] = Field(default_factory=dict, description="the generator's config fields (JSON object)")
     domain: str | None = Field(default=None, description="task domain (default: the dataset name)")
     instruction: str = Field(default=DEFAULT_INSTRUCTION, description="text appended to each question")
+    hedges: Literal["refuse", "lenient"] = Field(
+        default="refuse",
+        description="refuse: credit only for one committed answer; lenient: the scorer's own partial credit",
+    )
 
     @field_validator("config", mode="before")
     @classmethod
@@ -76,6 +83,7 @@ def import_reasoning_gym(options: ReasoningGymOptions) -> list[Task]:
                     "seed": options.seed,
                     "size": options.size,
                     "index": index,
+                    "hedges": options.hedges,
                 },
                 gold=None if answer is None else str(answer),
                 metadata={
