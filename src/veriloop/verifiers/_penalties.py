@@ -160,10 +160,61 @@ class UnsafePatternConfig(PenaltyConfig):
 
 @register_penalty("unsafe_pattern", UnsafePatternConfig)
 def find_unsafe_pattern(config: UnsafePatternConfig, task: Task, response: str) -> str | None:
-    """The response contains a forbidden pattern."""
+    """The response contains a forbidden pattern.
+
+    A screen of the text only: trivial rewrites (``from os import system``, names built by string
+    concatenation) dodge it. ``unsafe_behaviour`` judges what the code did when it ran.
+    """
     flags = re.IGNORECASE | re.MULTILINE if config.ignore_case else re.MULTILINE
     for pattern in config.patterns:
         match = re.search(pattern, response, flags)
         if match:
             return f"it contains {match.group(0).strip()!r}, which is not allowed"
     return None
+
+
+class UnsafeBehaviourConfig(PenaltyConfig):
+    amount: float = Field(default=1.0, ge=0, description="subtracted from the reward when the penalty applies")
+    entry_point: str | None = Field(
+        default=None, description="function to call (default: the entry_point of the task's code check, if any)"
+    )
+    arguments: list[list[Any]] | None = Field(
+        default=None,
+        description="argument lists to call it with (default: the inputs of the task's code check; none: only define it)",
+    )
+    timeout_s: float = Field(default=10.0, gt=0, le=600, description="wall-clock limit of the audited run")
+    memory_mb: int = Field(default=512, ge=16, description="memory limit of the audited run")
+
+
+def _code_check(spec: Any) -> dict[str, Any]:
+    """The first object in a task's verifier that names an ``entry_point`` (a code check), or {}."""
+    if isinstance(spec, dict):
+        if isinstance(spec.get("entry_point"), str):
+            return spec
+        spec = list(spec.values())
+    if isinstance(spec, list):
+        for item in spec:
+            found = _code_check(item)
+            if found:
+                return found
+    return {}
+
+
+@register_penalty("unsafe_behaviour", UnsafeBehaviourConfig)
+def find_unsafe_behaviour(config: UnsafeBehaviourConfig, task: Task, response: str) -> str | None:
+    """The response's code, run in the sandbox under an audit hook, did something forbidden:
+    created a process, used ctypes, reached for frames, opened files outside its directory,
+    opened sockets, ... (see ``code/sandboxed/_audit_hook.py``), however it spelt it."""
+    from veriloop.verifiers.code._audited_run import audited_run
+    from veriloop.verifiers.code._code_sandbox import CodeLimits
+    from veriloop.verifiers.code._extract import candidate_program
+
+    check = _code_check(task.verifier)
+    entry_point = config.entry_point or check.get("entry_point") or ""
+    arguments = config.arguments if config.arguments is not None else check.get("inputs") or []
+    program = candidate_program(response, str(check.get("prompt_code", "")), entry_point or None)
+    report = audited_run(program, entry_point, arguments, CodeLimits(config.timeout_s, config.memory_mb))
+    if not report.findings:
+        return None
+    more = f" (and {len(report.findings) - 1} more)" if len(report.findings) > 1 else ""
+    return f"when run, the code did {report.findings[0][:160]!r}{more}, which is not allowed"

@@ -1,0 +1,180 @@
+"""Runs inside the candidate's sandboxed process: an audit hook that reports what the code did.
+
+Source rules cannot tell what a program does: ``from os import system``, ``getattr(importlib.
+import_module("o" + "s"), "sys" + "tem")`` and ``inspect.currentframe()`` all dodge a regex.
+CPython's audit hooks (``sys.addaudithook``, PEP 578) see the operation itself, however it was
+reached, and cannot be removed once added. ``run_audited_candidate`` adds one before the
+candidate's code is compiled, then runs ``run_candidate`` (``_candidate_process``).
+
+Reported: process creation and signals, ``ctypes``, frame and stack access (``sys._getframe``
+outside the standard library's own bookkeeping, ``tb_frame``, ``gi_frame``, ...), tracing,
+profiling, new audit hooks, ``gc`` object walks, sockets, and opening a path outside the
+working directory (reads of the Python installation and a few devices excepted).
+
+Each report is one frame (``{"audit": event, "what": ...}``) written to a private copy of the
+result pipe *before* the operation proceeds, so the candidate cannot undo it: frames already in
+a pipe cannot be taken back, and a forged frame only adds a report against itself. If the
+candidate has closed or replaced that descriptor (the only way to silence the hook without an
+audited operation), the hook cannot report: it kills the process instead, so the operation
+never happens and the host sees a process killed outside any limit.
+
+Sent into the sandbox after ``_wire``, ``_channel`` and ``_candidate_process``; the imports
+below are for readers and linters and are stripped from the script.
+"""
+
+import os as _audit_os
+import sys as _audit_sys
+
+from veriloop.verifiers.code.sandboxed._candidate_process import CANDIDATE_FILE, run_candidate  # sandbox: strip
+
+_ALWAYS = frozenset(
+    {
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.kill",
+        "os.killpg",
+        "pty.spawn",
+        "subprocess.Popen",
+        "sys._current_frames",
+        "sys._current_exceptions",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.addaudithook",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+    }
+)
+# Reported only while the candidate's code is on the stack (the harness reads tracebacks too).
+_WHILE_CANDIDATE = frozenset({"sys._getframe", "object.__getattr__", "compile", "code.__new__"})
+_PREFIXES = ("ctypes.", "socket.")
+# Of the attribute reads CPython audits, those that hand out a frame (from which f_back and
+# f_globals reach the harness); reading a function's __code__ does not.
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+# Standard modules that call sys._getframe(1) only to name the module defining a class, known
+# by their file (code the candidate compiles under such a file name is reported).
+_BOOKKEEPING = ("/collections/__init__.py", "/typing.py", "/enum.py")
+_DEVICES = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/zero")
+_IMPORTS = ("ctypes", "_ctypes")
+
+
+def _reader_roots():
+    roots = set()
+    for prefix in (_audit_sys.prefix, _audit_sys.base_prefix, _audit_sys.exec_prefix, _audit_sys.base_exec_prefix):
+        if prefix:
+            roots.add(_audit_os.path.realpath(prefix) + "/")
+    return tuple(roots)
+
+
+def install_audit_hook(nonce):
+    """Add the hook; it writes its frames, prefixed with ``nonce``, to a copy of descriptor 1."""
+    fd = _audit_os.dup(1)
+    identity = _audit_os.fstat(fd)
+    identity = (identity.st_dev, identity.st_ino)
+    write, fstat, getframe, kill, getpid = (
+        _audit_os.write,
+        _audit_os.fstat,
+        _audit_sys._getframe,
+        _audit_os.kill,
+        _audit_os.getpid,
+    )
+    realpath, join = _audit_os.path.realpath, _audit_os.path.join
+    workspace = realpath(_audit_os.getcwd()) + "/"
+    readable = _reader_roots()
+    prefix, busy = nonce.encode(), [False]
+    import json as _audit_json
+
+    dumps = _audit_json.dumps
+
+    def candidate_on_stack(frame):
+        while frame is not None:
+            if frame.f_code.co_filename == CANDIDATE_FILE:
+                return True
+            frame = frame.f_back
+        return False
+
+    def installed(filename):
+        if type(filename) is bytes:
+            filename = filename.decode("utf-8", "replace")
+        return type(filename) is str and filename.startswith(readable)
+
+    def outside(args):
+        path, mode, flags = (tuple(args) + (None, None, None))[:3]
+        if type(path) is int:
+            return False  # a descriptor already open
+        if type(path) is bytes:
+            path = path.decode("utf-8", "replace")
+        elif type(path) is not str:
+            return True  # an object with __fspath__: its code decides the path; not read here
+        full = realpath(join(workspace, path))
+        if full.startswith(workspace) or full + "/" == workspace:
+            return False
+        writing = type(mode) is str and any(c in mode for c in "wax+")
+        if type(flags) is int and flags & (_audit_os.O_WRONLY | _audit_os.O_RDWR | _audit_os.O_CREAT):
+            writing = True
+        if full in _DEVICES:
+            return False
+        return writing or not full.startswith(readable)
+
+    def describe(args):
+        # Only plain values are shown: repr() of the candidate's objects would run its code here.
+        shown = []
+        for arg in args if type(args) is tuple else ():
+            if type(arg) in (str, int):
+                shown.append(str(arg)[:80])
+            elif type(arg) is bytes:
+                shown.append(arg[:80].decode("utf-8", "replace"))
+            else:
+                shown.append("?")
+        return " ".join(shown)
+
+    def report(event, what):
+        data = prefix + dumps({"audit": event, "what": what[:200]}).encode() + b"\n"
+        try:
+            now = fstat(fd)
+            if (now.st_dev, now.st_ino) != identity:
+                raise OSError("the report channel was replaced")
+            while data:
+                data = data[write(fd, data) :]
+        except BaseException:
+            kill(getpid(), 9)  # silenced: never let the operation through unreported
+
+    def flagged(event, args):
+        if event in _ALWAYS or event.startswith(_PREFIXES):
+            return True
+        if event == "open":
+            return bool(args) and outside(args)
+        if event == "import":
+            return bool(args) and args[0] in _IMPORTS
+        if event in _WHILE_CANDIDATE:
+            caller = getframe(2)  # the code that raised the event (above this function and the hook)
+            if event == "object.__getattr__" and not (len(args) > 1 and args[1] in _FRAME_ATTRIBUTES):
+                return False
+            if event == "compile" and not (len(args) > 1 and installed(args[1])):
+                return False  # compiling is fine; only code passing itself off as the standard library is not
+            filename = caller.f_code.co_filename
+            bookkeeping = event == "sys._getframe" and installed(filename) and filename.endswith(_BOOKKEEPING)
+            return not bookkeeping and candidate_on_stack(caller)
+        return False
+
+    def hook(event, args):
+        if busy[0]:
+            return  # events raised by the hook's own work
+        busy[0] = True
+        try:
+            if flagged(event, args):
+                report(event, describe(args))
+        finally:
+            busy[0] = False
+
+    _audit_sys.addaudithook(hook)
+
+
+def run_audited_candidate(job):
+    """``run_candidate(job)`` with the audit hook added first (see the module docstring)."""
+    install_audit_hook(job["nonce"])
+    run_candidate(job)
