@@ -129,3 +129,39 @@ def test_cli_compare_missing_run_is_a_user_error(tmp_path, write_run, run_cli):
 def test_load_run_reads_back_what_was_written(tmp_path, write_run):
     run = load_run(write_run(tmp_path / "r", _improved()))
     assert run.label == "r" and len(run.samples) == 90 * 4 and run.summary["domains"]["code"]["pass@1"] == 0.75
+
+
+def _broken(samples, share: float = 1.0, cause: str = "connection refused"):
+    """The same rows with the first ``share`` of them turned into infra errors."""
+    cut = round(len(samples) * share)
+    broken = {"status": "infra_error", "reward": None, "passed": False, "detail": f"generation failed: {cause}"}
+    return [s.model_copy(update=broken) if i < cut else s for i, s in enumerate(samples)]
+
+
+def test_the_gate_fails_when_nothing_was_compared(planted):
+    base = planted(_baseline())
+    down = compare(base, _broken(planted(_baseline())))  # the candidate's server was down
+    assert down.total.tasks == 0 and down.gate_failures(0.0) == [
+        "nothing was compared: no task was scored in both runs"
+    ]
+    disjoint = compare(base, planted(_outcomes({"other": _steady(20, True)})))
+    assert disjoint.gate_failures(0.5)[0].startswith("nothing was compared")
+
+
+def test_the_gate_fails_on_missing_tasks_and_infra_errors_beyond_their_thresholds(planted):
+    base = planted(_baseline())
+    partial = dict(list(_baseline().items())[:72])  # 18 of 90 tasks (20%) not run
+    missing = compare(base, planted(partial))
+    assert any("18 of A's 90 scored tasks (20%)" in line for line in missing.gate_failures(0.0))
+    assert missing.gate_failures(0.0, max_missing=0.25) == []
+    flaky = compare(base, _broken(planted(_baseline()), share=0.1))  # 36 of 360 samples; 9 tasks lost whole
+    failures = flaky.gate_failures(0.0, max_missing=0.2)
+    assert failures == ["10% of B's samples are infra errors: more than 5% (--max-infra)"]
+    assert flaky.gate_failures(0.0, max_missing=0.2, max_infra=0.2) == []
+
+
+def test_cli_gate_on_runs_with_no_task_in_common(tmp_path, write_run, run_cli):
+    base = write_run(tmp_path / "base", _baseline())
+    down = write_run(tmp_path / "down", _outcomes({"other": _steady(20, True)}))
+    gated = run_cli("compare", str(base), str(down), "--gate")
+    assert gated.returncode == 1 and "gate: FAIL" in gated.stdout and "nothing was compared" in gated.stderr

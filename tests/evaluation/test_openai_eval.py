@@ -96,11 +96,35 @@ def test_a_refused_or_unreachable_endpoint_is_infra_errors_not_failures(endpoint
     )
     assert log["refused"] - refused_before == 6
     assert summary["infra_errors"] == 6 and summary["scored_samples"] == 0 and summary["infra_error_tasks"] == 3
-    assert summary["pass@1"] == 0.0 and summary["pass@1_ci"] == [0.0, 1.0] and summary["pass@k"] == {}
+    assert summary["pass@1"] is None and summary["pass@1_ci"] == [0.0, 1.0] and summary["pass@k"] == {}
     assert summary["exported_failures"]["tasks"] == 0
 
     with _loopback_socket() as silent:  # bound but not listening: connections are refused
         host, port = silent.getsockname()
         gone = OpenAIEngine("tiny", f"http://{host}:{port}/v1", max_retries=0, timeout_s=5)
         summary = run_eval(gone, tasks, samples=1, out=tmp_path / "gone", record=False)
-    assert summary["infra_errors"] == 3 and "generation failed" in next(iter(summary["infra_error_details"]))
+    assert summary["infra_errors"] == 3 and summary["pass@1"] is None
+    cause = next(iter(summary["infra_error_details"]))
+    assert cause.startswith("generation failed: ") and "engine returned an error" not in cause, cause  # the real cause
+
+
+def test_eval_that_scored_nothing_exits_non_zero_with_the_cause(tmp_path, run_cli):
+    from veriloop.core import write_jsonl
+
+    tasks = tmp_path / "tasks.jsonl"
+    write_jsonl(tasks, generate_tasks("arithmetic", seed=4, size=2))
+    with _loopback_socket() as silent:  # bound but not listening: connections are refused
+        host, port = silent.getsockname()
+        done = run_cli(
+            "eval",
+            "--model",
+            f"openai:tiny@http://{host}:{port}/v1",
+            "--tasks",
+            str(tasks),
+            "--out",
+            str(tmp_path / "down"),
+        )
+    assert done.returncode == 1, done.stderr
+    assert "error: no sample was scored" in done.stderr and "generation failed: " in done.stderr
+    summary = load_run(tmp_path / "down").summary
+    assert summary["pass@1"] is None and summary["scored_samples"] == 0

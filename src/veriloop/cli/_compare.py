@@ -16,6 +16,12 @@ def compare(
     max_drop: float = typer.Option(
         0.0, "--max-drop", min=0.0, max=1.0, help="tolerated drop in pass@1 (0.02 = 2 points)"
     ),
+    max_missing: float = typer.Option(
+        0.05, "--max-missing", min=0.0, max=1.0, help="gate: share of either run's tasks the other may lack"
+    ),
+    max_infra: float = typer.Option(
+        0.05, "--max-infra", min=0.0, max=1.0, help="gate: share of B's samples that may be infra errors"
+    ),
     resamples: int = typer.Option(2000, "--resamples", min=100, help="paired bootstrap resamples"),
     seed: int = typer.Option(0, "--seed", help="bootstrap seed"),
     examples: int = typer.Option(3, "--examples", min=0, help="flipped tasks shown per direction"),
@@ -24,7 +30,10 @@ def compare(
     """Compare candidate B against baseline A task by task (B - A, paired bootstrap over tasks).
 
     Shows per-domain deltas with 95% intervals, tasks that flipped pass->fail and fail->pass,
-    and a seesaw flag when one domain rises while another falls significantly.
+    and a seesaw flag when one domain rises while another falls significantly. With --gate it
+    exits 1 on a significant drop, and also when too little was compared: no paired task, more
+    than --max-missing of either run's tasks unscored in the other, or more than --max-infra of
+    B's samples infra errors.
     """
     import json
 
@@ -35,9 +44,9 @@ def compare(
 
     run_a, run_b = load_run(baseline), load_run(candidate)
     result = compare_runs(run_a.samples, run_b.samples, resamples=resamples, seed=seed)
-    failures = result.gate_failures(max_drop) if gate else []
+    failures = result.gate_failures(max_drop, max_missing, max_infra) if gate else []
     if as_json:
-        click.echo(json.dumps(result.to_dict(max_drop if gate else None, examples)))
+        click.echo(json.dumps(result.to_dict(max_drop if gate else None, examples, max_missing, max_infra)))
     else:
         _print(result, run_a, run_b, examples)
         if gate:

@@ -73,6 +73,10 @@ def eval_(
         )
     for line in summary_lines(summary):
         err.print(line, markup=False)
+    if summary["scored_samples"] == 0:
+        causes = "; ".join(summary["infra_error_details"]) or "none recorded"
+        err.print(f"error: no sample was scored (every one is an infra error): {causes}", style="red", markup=False)
+        return 1
     return 0
 
 
@@ -80,13 +84,15 @@ def summary_lines(summary: dict) -> list[str]:
     """A few lines for people: totals, per-domain pass@1, infra errors, where things are."""
     k = str(summary["samples_per_task"])
     low, high = summary["pass@1_ci"]
+    pass_at_1 = "n/a" if summary["pass@1"] is None else f"{summary['pass@1']:.3f}"
     lines = [
-        f"{summary['model']}: pass@1 {summary['pass@1']:.3f} [{low:.3f}, {high:.3f}]"
+        f"{summary['model']}: pass@1 {pass_at_1} [{low:.3f}, {high:.3f}]"
         + (f"  pass@{k} {summary['pass@k'][k]:.3f}" if k != "1" and k in summary["pass@k"] else "")
         + f"  on {summary['tasks']} tasks x {k} samples"
     ]
     for domain, block in summary["domains"].items():
-        lines.append(f"  {domain:<24} pass@1 {block['pass@1']:.3f}  ({block['tasks']} tasks)")
+        shown = "n/a" if block["pass@1"] is None else f"{block['pass@1']:.3f}"
+        lines.append(f"  {domain:<24} pass@1 {shown}  ({block['tasks']} tasks)")
     if summary["infra_errors"]:
         lines.append(
             f"  {summary['infra_errors']} infra errors on {summary['infra_error_tasks']} tasks (not counted as failures)"

@@ -8,6 +8,11 @@ passed in A and not in B flipped pass->fail. The gate fails a domain (or the tot
 pass@1 fell by more than ``max_drop`` with the fall significant (the interval of the delta
 lies below zero). With fewer than ``MIN_TASKS`` paired tasks a domain is never called
 significant: a bootstrap over so few tasks cannot tell a change from chance.
+
+The gate also fails when the comparison rests on too little: no task scored in both runs, a
+share of either run's scored tasks above ``max_missing`` that the other did not score, or a
+share of the candidate's samples above ``max_infra`` that are infra errors (a server that was
+down gives no evidence that nothing regressed).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from veriloop.evaluation._samples import EvalSample, task_counts
 
 TOTAL = "(all)"
 MIN_TASKS = 5
+MAX_MISSING = 0.05  # default share of either run's scored tasks the other may lack before the gate fails
+MAX_INFRA = 0.05  # default share of the candidate's samples that may be infra errors
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,9 @@ class Comparison:
     only_in_a: int
     only_in_b: int
     confidence: float
+    scored_tasks_a: int = 0
+    scored_tasks_b: int = 0
+    infra_share_b: float = 0.0  # infra-error samples of the candidate over all its samples
 
     @property
     def total(self) -> DomainDelta:
@@ -82,16 +92,47 @@ class Comparison:
         directions = {d.direction for d in self.domains[1:]}
         return {"up", "down"} <= directions
 
-    def gate_failures(self, max_drop: float) -> list[str]:
-        """One line per domain (or the total) that fell by more than ``max_drop``, significantly."""
+    def gate_failures(
+        self, max_drop: float, max_missing: float = MAX_MISSING, max_infra: float = MAX_INFRA
+    ) -> list[str]:
+        """One line per reason the gate fails: too little compared (see the module docstring), or
+        a domain (or the total) that fell by more than ``max_drop``, significantly."""
         return [
-            f"{d.domain}: pass@1 {d.a:.3f} -> {d.b:.3f} ({d.delta:+.3f}, {self.confidence:.0%} CI "
-            f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]) drops more than {max_drop:.3f}"
-            for d in self.domains
-            if d.significant and d.delta < 0 and -d.delta > max_drop
+            *self._coverage_failures(max_missing, max_infra),
+            *(
+                f"{d.domain}: pass@1 {d.a:.3f} -> {d.b:.3f} ({d.delta:+.3f}, {self.confidence:.0%} CI "
+                f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]) drops more than {max_drop:.3f}"
+                for d in self.domains
+                if d.significant and d.delta < 0 and -d.delta > max_drop
+            ),
         ]
 
-    def to_dict(self, max_drop: float | None = None, examples: int = 5) -> dict[str, object]:
+    def _coverage_failures(self, max_missing: float, max_infra: float) -> list[str]:
+        if self.total.tasks == 0:
+            return ["nothing was compared: no task was scored in both runs"]
+        failures = []
+        for run, missing, scored, other in (
+            ("A", self.only_in_a, self.scored_tasks_a, "B"),
+            ("B", self.only_in_b, self.scored_tasks_b, "A"),
+        ):
+            if scored and missing / scored > max_missing:
+                failures.append(
+                    f"{missing} of {run}'s {scored} scored tasks ({missing / scored:.0%}) were not scored "
+                    f"in {other}: more than {max_missing:.0%} (--max-missing)"
+                )
+        if self.infra_share_b > max_infra:
+            failures.append(
+                f"{self.infra_share_b:.0%} of B's samples are infra errors: more than {max_infra:.0%} (--max-infra)"
+            )
+        return failures
+
+    def to_dict(
+        self,
+        max_drop: float | None = None,
+        examples: int = 5,
+        max_missing: float = MAX_MISSING,
+        max_infra: float = MAX_INFRA,
+    ) -> dict[str, object]:
         result: dict[str, object] = {
             "domains": [{**asdict(d), "significant": d.significant} for d in self.domains],
             "seesaw": self.seesaw,
@@ -101,10 +142,18 @@ class Comparison:
             "fail_to_pass_examples": [asdict(f) for f in self.fail_to_pass[:examples]],
             "only_in_a": self.only_in_a,
             "only_in_b": self.only_in_b,
+            "scored_tasks_a": self.scored_tasks_a,
+            "scored_tasks_b": self.scored_tasks_b,
+            "infra_share_b": self.infra_share_b,
             "confidence": self.confidence,
         }
         if max_drop is not None:
-            result["gate"] = {"max_drop": max_drop, "failures": self.gate_failures(max_drop)}
+            result["gate"] = {
+                "max_drop": max_drop,
+                "max_missing": max_missing,
+                "max_infra": max_infra,
+                "failures": self.gate_failures(max_drop, max_missing, max_infra),
+            }
         return result
 
 
@@ -198,4 +247,15 @@ def compare(
             )
         )
     down, up = _flips(a, b, samples_b, domain_of)
-    return Comparison(tuple(deltas), tuple(down), tuple(up), len(set(a) - set(b)), len(set(b) - set(a)), confidence)
+    infra_b = sum(s.status == "infra_error" for s in samples_b)
+    return Comparison(
+        tuple(deltas),
+        tuple(down),
+        tuple(up),
+        len(set(a) - set(b)),
+        len(set(b) - set(a)),
+        confidence,
+        scored_tasks_a=len(a),
+        scored_tasks_b=len(b),
+        infra_share_b=round(infra_b / len(samples_b), 6) if samples_b else 0.0,
+    )

@@ -133,11 +133,21 @@ def _runs_section(points: list[TrendPoint]) -> str:
 def _plots_section(points: list[TrendPoint]) -> str:
     domains = sorted({d for p in points for d in p.summary.get("domains", {})})
     labels = [p.label for p in points]
-    total = [(p.summary["pass@1"], *p.summary.get("pass@1_ci", [0.0, 1.0])) for p in points]
+    # A run with no scored sample has pass@1 None: a gap in the trend, no bar.
+    nan = float("nan")
+    total = [
+        (nan if p.summary["pass@1"] is None else p.summary["pass@1"], *p.summary.get("pass@1_ci", [0.0, 1.0]))
+        for p in points
+    ]
     lines = {d: [p.summary["domains"].get(d, {}).get("pass@1") for p in points] for d in domains}
     shown = points[-6:]
     bars = {
-        p.label: {d: (b["pass@1"], *b["pass@1_ci"]) for d, b in p.summary.get("domains", {}).items()} for p in shown
+        p.label: {
+            d: (b["pass@1"], *b["pass@1_ci"])
+            for d, b in p.summary.get("domains", {}).items()
+            if b["pass@1"] is not None
+        }
+        for p in shown
     }
     return (
         "<h2>pass@1 across runs</h2><div class=plot>" + trend_plot(labels, total, lines) + "</div>"

@@ -140,7 +140,7 @@ def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -
     score = trajectory.score
     generation_failed = trajectory.stop_reason == "error"
     infra = generation_failed or score is None or score.status == "infra_error"
-    detail = "generation failed: the engine returned an error" if generation_failed else (score.detail if score else "")
+    detail = score.detail if score else "generation failed: the engine returned an error"
     assistant = [turn for turn in trajectory.turns if turn.role == "assistant"]
     return EvalSample(
         task_id=task.id,
@@ -282,6 +282,10 @@ def run_eval(
     if export_failures is not None:
         count = write_failures(export_failures, task_list, rows, label)
         summary["exported_failures"] = {"path": str(export_failures), "tasks": count}
+    if record and summary["pass@1"] is None:  # nothing was measured: no point for the trend lines
+        record = False
+        if on_warning is not None:
+            on_warning("no sample was scored, so the run is not recorded in the run registry")
     if record:
         summary["run_id"] = RunRegistry(registry or default_registry_path(out)).record(out, summary)
     if record or export_failures is not None:

@@ -39,7 +39,7 @@ def score_block(samples: Sequence[EvalSample], max_k: int, confidence: float = 0
         "tasks": len(counts),
         "samples": len(samples),
         "scored_samples": len(scored),
-        "pass@1": _round(pass_at[1] or 0.0),
+        "pass@1": None if pass_at[1] is None else _round(pass_at[1]),  # None: no sample was scored
         "pass@1_ci": [_round(low), _round(high)],
         "pass@k": {str(k): _round(v) for k, v in pass_at.items() if v is not None},
         "mean_reward": _round(sum(s.reward for s in scored) / len(scored)) if scored else None,

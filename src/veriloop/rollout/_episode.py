@@ -169,8 +169,11 @@ async def run_episode(
             )
         )
         final_text = action.argument if action and action.tool == "submit" else text
-        if sample.finish_reason in ("error", "repetition", "length"):
-            stop_reason = {"error": "error", "repetition": "repetition", "length": "max_tokens"}[sample.finish_reason]
+        if sample.finish_reason == "error":  # the engine broke, not the model: an infra error, never a 0
+            stop_reason, score = "error", _generation_failed(task, sample)
+            break
+        if sample.finish_reason in ("repetition", "length"):
+            stop_reason = {"repetition": "repetition", "length": "max_tokens"}[sample.finish_reason]
             break
         if action is None or action.tool == "submit":
             score, seconds = await _timed(verify(task, Response(id=task.id, task_id=task.id, response=final_text)))
@@ -202,6 +205,19 @@ async def run_episode(
         score, seconds = await _timed(verify(task, Response(id=task.id, task_id=task.id, response=final_text)))
         state.timings["verify_s"] += seconds
     return _trajectory(task, engine, state, score, final_text, stop_reason, group_id, sample_index)
+
+
+def _generation_failed(task: Task, sample: Sample) -> Score:
+    """The score of an episode whose generation failed, keeping the engine's reason."""
+    cause = sample.error or "the engine returned an error"
+    return Score(
+        id=task.id,
+        task_id=task.id,
+        reward=None,
+        passed=False,
+        status="infra_error",
+        detail=f"generation failed: {cause}",
+    )
 
 
 def _predicate_view(state: _State, action: Action | None, observation: Observation) -> dict[str, Any]:
