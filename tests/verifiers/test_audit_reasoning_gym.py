@@ -1,0 +1,31 @@
+"""``veriloop audit`` on reasoning-gym tasks: it flags a scorer that accepts answers that are not solutions."""
+
+from __future__ import annotations
+
+from veriloop.tasks import import_tasks
+from veriloop.verifiers.audit._audit import audit_tasks
+from veriloop.verifiers.audit._exploits_reasoning_gym import other_numbers, restated_problems
+
+
+def rows(tasks, raw: bool) -> dict[str, int]:
+    chosen = [t.model_copy(update={"verifier": {**t.verifier, "raw_scorer": raw}}) for t in tasks]
+    report = audit_tasks(chosen, repeats=1, threads=2)
+    assert not report.gold_failures
+    return {row.category: row.fooled for row in report.rows}
+
+
+def test_the_audit_flags_a_raw_scorer_and_passes_the_guarded_one():
+    tasks = import_tasks("reasoning-gym", dataset="puzzle24", size=2, seed=2)
+    tasks += import_tasks("reasoning-gym", dataset="simple_integration", size=1, seed=2)
+    raw = rows(tasks, raw=True)
+    assert raw["not_a_solution"] == 3  # other numbers for 24; the integral restated
+    guarded = rows(tasks, raw=False)
+    assert guarded["not_a_solution"] == 0 and guarded["stack_inspection"] == 0 and guarded["hedging"] == 0
+    assert all(fooled == 0 for fooled in guarded.values()), guarded
+
+
+def test_unsolved_answers_come_from_the_tree_not_from_evaluating_text():
+    assert other_numbers("9*3*8/9") == ["24", "24 + 0*9", "8*3*1*1"]
+    assert other_numbers("__import__('os')") == [] and other_numbers("7") == []
+    assert restated_problems("Calculate the antiderivative: ∫ 2 - 18*x**2 dx") == ["Integral(2 - 18*x**2, x) + C"]
+    assert restated_problems("Calculate the following: (x + 1)*(x - 2)\nRules") == ["(x + 1)*(x - 2)"]
