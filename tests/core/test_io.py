@@ -110,3 +110,21 @@ def test_unreadable_parquet_is_a_user_error(tmp_path):
     path.write_text(json.dumps({"not": "parquet"}))
     with pytest.raises(UserError, match="not a readable Parquet file"):
         read_records(path, Task)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_atomic_writes_respect_the_umask(tmp_path, umask):
+    import os
+
+    from veriloop.core import atomic_write
+
+    previous = os.umask(umask)
+    try:
+        with atomic_write(tmp_path / f"out-{umask:o}.json") as handle:
+            handle.write("{}")
+        with open(tmp_path / f"plain-{umask:o}.json", "w") as handle:
+            handle.write("{}")
+    finally:
+        os.umask(previous)
+    mode = (tmp_path / f"out-{umask:o}.json").stat().st_mode & 0o777
+    assert mode == (tmp_path / f"plain-{umask:o}.json").stat().st_mode & 0o777 == 0o666 & ~umask

@@ -24,16 +24,31 @@ M = TypeVar("M", bound=BaseModel)
 _JSON_COLUMNS_KEY = b"veriloop.json_columns"
 
 
+def _file_mode() -> int:
+    """What ``open`` would give a new file: 0o666 less the umask (mkstemp's 0o600 ignores it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    current = os.umask(0o022)  # no /proc: read it by setting it (briefly process-wide)
+    os.umask(current)
+    return 0o666 & ~current
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on success fsync and rename it over ``path``.
 
-    On an exception the temporary file is removed and ``path`` is left as it was.
+    The file gets the mode a plain ``open`` would give it (the umask is respected). On an exception the temporary file is removed and ``path`` is left as it was.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, _file_mode())
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding) as handle:
             yield handle
