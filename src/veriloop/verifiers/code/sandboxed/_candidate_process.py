@@ -10,12 +10,8 @@ below is for readers and linters and is stripped from the script.
 """
 
 from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
-from veriloop.verifiers.code.sandboxed._wire import (
-    NotPlainData,
-    dumps_value,
-    encode_value,
-    loads_value,
-)  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._wire import NotPlainData, dumps_value  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._wire import encode_value, loads_value  # sandbox: strip
 
 CANDIDATE_FILE = "<candidate>"
 
