@@ -23,6 +23,7 @@ from veriloop.cli import (
     _tasks,
     _train,
     _trajectories,
+    _verifiers,
     _verify,
 )
 
@@ -41,6 +42,7 @@ app.command("sft")(_model.sft)
 app.command("train")(_train.train)
 app.command("quickstart")(_quickstart.quickstart)
 app.command("verify")(_verify.verify)
+app.command("verifiers")(_verifiers.verifiers)
 app.command("audit")(_audit.audit)
 app.command("eval")(_eval.eval_)
 app.command("compare")(_compare.compare)

@@ -12,6 +12,7 @@ from veriloop.verifiers._penalties import PENALTIES, PenaltyConfig, PenaltyKind,
 from veriloop.verifiers.answers._reasoning_gym import ReasoningGymConfig
 from veriloop.verifiers.answers._check_pool import CheckTimeout, close_shared_pools, set_check_workers
 from veriloop.verifiers.audit._audit import AuditReport, AuditRow, audit_tasks
+from veriloop.verifiers._catalogue import KindField, markdown_table, verifier_fields
 from veriloop.verifiers._batch import BATCH_CHECKS, register_batch_check, verify_many
 from veriloop.verifiers.audit._exploits import CATEGORIES as EXPLOIT_CATEGORIES
 from veriloop.verifiers.audit._exploits import EXPLOIT_ADAPTERS, Exploit, exploits_for, gold_response
@@ -31,6 +32,7 @@ from veriloop.verifiers._registry import (
 from veriloop.verifiers.answers._text import ExactConfig, RegexConfig
 
 __all__ = [
+    "KindField",
     "AllOfConfig",
     "AuditReport",
     "AuditRow",
@@ -69,11 +71,13 @@ __all__ = [
     "audit_tasks",
     "exploits_for",
     "gold_response",
+    "markdown_table",
     "register_batch_check",
     "register_verifier",
     "set_code_workers",
     "start_code_sandbox",
     "use_code_sandbox",
+    "verifier_fields",
     "verify",
     "verify_many",
 ]
