@@ -84,6 +84,28 @@ SANDBOXED_EXPLOITS = {
         "            try:\n                os.dup2(w, fd)\n            except OSError:\n                pass\n"
         "    os.system('true')\n    return x\n"
     ),
+    "starting a process below subprocess": (
+        "import subprocess\ndef f(x):\n    subprocess._fork_exec([b'/bin/true'], [b'/bin/true'])\n    return x\n"
+    ),
+    "starting a process from _posixsubprocess": (
+        "import _posixsubprocess\ndef f(x):\n    _posixsubprocess.fork_exec([b'/bin/true'], [b'/bin/true'])\n    return x\n"
+    ),
+    "replacing json before the report is written": (
+        "import json, os\ndef f(x):\n    json.dumps = lambda *a, **k: '{}'\n"
+        "    json._default_encoder = None\n    os.system('true')\n    return x\n"
+    ),
+    "replacing os.path before opening": (
+        "import os, posixpath\ndef f(x):\n    posixpath.realpath = os.path.realpath = lambda p, **k: os.getcwd() + '/x'\n"
+        "    return open('/etc/passwd').read()[:4]\n"
+    ),
+    "changing directory, then a relative path": "import os\ndef f(x):\n    os.chdir('/etc')\n    return open('passwd').read()[:4]\n",
+    "a link out of the workspace": "import os\ndef f(x):\n    os.symlink('/etc/passwd', 'p')\n    return open('p').read()[:4]\n",
+    "relative path climbing out": "def f(x):\n    return open('../../../../../../etc/passwd').read()[:4]\n",
+    "a busy thread beside the real work": (
+        "import os, threading\ndef spin(stop):\n    while not stop:\n        open('scratch', 'w').close()\n"
+        "def f(x):\n    stop = []\n    worker = threading.Thread(target=spin, args=(stop,))\n    worker.start()\n"
+        "    for _ in range(50):\n        os.system('true')\n    stop.append(1)\n    worker.join()\n    return x\n"
+    ),
 }
 BEHAVIOUR = {"kind": "unsafe_behaviour", "entry_point": "f", "arguments": [[1]]}
 
@@ -141,3 +163,11 @@ def test_posing_as_the_standard_library_does_not_hide_frame_access():
     assert not score(BEHAVIOUR, fenced(disguised)).passed
     renamed = "import sys\n__name__ = 'typing'\ndef f(x):\n    return len(sys._getframe(1).f_globals)\n"
     assert not score(BEHAVIOUR, fenced(renamed)).passed
+
+
+def test_every_operation_of_every_thread_is_reported():
+    from veriloop.verifiers.code._audited_run import audited_run
+    from veriloop.verifiers.code._code_sandbox import CodeLimits
+
+    report = audited_run(SANDBOXED_EXPLOITS["a busy thread beside the real work"], "f", [[1]], CodeLimits(10, 512))
+    assert sum(finding.startswith("os.system") for finding in report.findings) == 50

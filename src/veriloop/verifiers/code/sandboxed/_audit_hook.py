@@ -6,7 +6,8 @@ CPython's audit hooks (``sys.addaudithook``, PEP 578) see the operation itself, 
 reached, and cannot be removed once added. ``run_audited_candidate`` adds one before the
 candidate's code is compiled, then runs ``run_candidate`` (``_candidate_process``).
 
-Reported: process creation and signals, ``ctypes``, frame and stack access (``sys._getframe``
+Reported: process creation (``_posixsubprocess.fork_exec``, which has no audit event, is
+replaced by one that reports and refuses) and signals, changing directory, links, ``ctypes``, frame and stack access (``sys._getframe``
 outside the standard library's own bookkeeping, ``tb_frame``, ``gi_frame``, ...), tracing,
 profiling, new audit hooks, ``gc`` object walks, sockets, and opening a path outside the
 working directory (reads of the Python installation and a few devices excepted).
@@ -37,6 +38,10 @@ _ALWAYS = frozenset(
         "os.forkpty",
         "os.kill",
         "os.killpg",
+        "os.chdir",
+        "os.symlink",
+        "os.link",
+        "subprocess.fork_exec",
         "pty.spawn",
         "subprocess.Popen",
         "sys._current_frames",
@@ -59,7 +64,7 @@ _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 # by their file (code the candidate compiles under such a file name is reported).
 _BOOKKEEPING = ("/collections/__init__.py", "/typing.py", "/enum.py")
 _DEVICES = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/zero")
-_IMPORTS = ("ctypes", "_ctypes")
+_IMPORTS = ("ctypes", "_ctypes", "_posixsubprocess")
 
 
 def _reader_roots():
@@ -70,25 +75,63 @@ def _reader_roots():
     return tuple(roots)
 
 
+def _absolute(path, directory):
+    """``path`` made absolute against ``directory`` and normalised by string rules alone: the
+    candidate can replace ``os.path``'s helpers, so none of them is called once it runs."""
+    if not path.startswith("/"):
+        path = directory + path
+    parts = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part and part != ".":
+            parts.append(part)
+    return "/" + "/".join(parts)
+
+
+def _plain_text(text):
+    """``text`` with only printable ASCII other than quotes and backslashes: safe inside a JSON string."""
+    return "".join(c if " " <= c <= "~" and c not in '"\\' else "?" for c in text)
+
+
+def _forbidden_fork_exec(*args, **kwargs):
+    # Replaces _posixsubprocess.fork_exec, which starts processes without an audit event of its own.
+    _audit_sys.audit("subprocess.fork_exec")
+    raise PermissionError("starting processes is not allowed here")
+
+
 def install_audit_hook(nonce):
-    """Add the hook; it writes its frames, prefixed with ``nonce``, to a copy of descriptor 1."""
+    """Add the hook; it writes its frames, prefixed with ``nonce``, to a copy of descriptor 1.
+
+    Everything the hook calls is bound here, before the candidate runs: the candidate may
+    replace module attributes (``os.write``, ``json.dumps``, ``os.path.realpath``) without
+    any audited operation, so the hook uses none of them by name later.
+    """
+    import _posixsubprocess
+    import _thread
+
+    original = _posixsubprocess.fork_exec
+    for module in list(_audit_sys.modules.values()):  # bindings made before now: subprocess._fork_exec
+        for name, value in list(getattr(module, "__dict__", {}).items()):
+            if value is original:
+                setattr(module, name, _forbidden_fork_exec)
+    del original
     fd = _audit_os.dup(1)
-    identity = _audit_os.fstat(fd)
-    identity = (identity.st_dev, identity.st_ino)
-    write, fstat, getframe, kill, getpid = (
+    stat = _audit_os.fstat(fd)
+    identity = (stat.st_dev, stat.st_ino)
+    write, fstat, getframe, kill, getpid, thread = (
         _audit_os.write,
         _audit_os.fstat,
         _audit_sys._getframe,
         _audit_os.kill,
         _audit_os.getpid,
+        _thread.get_ident,
     )
-    realpath, join = _audit_os.path.realpath, _audit_os.path.join
-    workspace = realpath(_audit_os.getcwd()) + "/"
+    writes = _audit_os.O_WRONLY | _audit_os.O_RDWR | _audit_os.O_CREAT
+    workspace = _audit_os.path.realpath(_audit_os.getcwd()) + "/"
     readable = _reader_roots()
-    prefix, busy = nonce.encode(), [False]
-    import json as _audit_json
-
-    dumps = _audit_json.dumps
+    prefix, busy = nonce.encode(), set()  # busy: threads inside the hook now
 
     def candidate_on_stack(frame):
         while frame is not None:
@@ -109,16 +152,12 @@ def install_audit_hook(nonce):
         if type(path) is bytes:
             path = path.decode("utf-8", "replace")
         elif type(path) is not str:
-            return True  # an object with __fspath__: its code decides the path; not read here
-        full = realpath(join(workspace, path))
-        if full.startswith(workspace) or full + "/" == workspace:
+            return True  # an object with __fspath__: its own code decides the path
+        full = _absolute(path, workspace)
+        if (full + "/").startswith(workspace) or full in _DEVICES:
             return False
-        writing = type(mode) is str and any(c in mode for c in "wax+")
-        if type(flags) is int and flags & (_audit_os.O_WRONLY | _audit_os.O_RDWR | _audit_os.O_CREAT):
-            writing = True
-        if full in _DEVICES:
-            return False
-        return writing or not full.startswith(readable)
+        writing = (type(mode) is str and any(c in mode for c in "wax+")) or (type(flags) is int and flags & writes)
+        return bool(writing) or not full.startswith(readable)
 
     def describe(args):
         # Only plain values are shown: repr() of the candidate's objects would run its code here.
@@ -133,7 +172,8 @@ def install_audit_hook(nonce):
         return " ".join(shown)
 
     def report(event, what):
-        data = prefix + dumps({"audit": event, "what": what[:200]}).encode() + b"\n"
+        text = '{"audit":"' + _plain_text(event[:80]) + '","what":"' + _plain_text(what[:200]) + '"}'
+        data = prefix + text.encode("ascii") + b"\n"
         try:
             now = fstat(fd)
             if (now.st_dev, now.st_ino) != identity:
@@ -162,14 +202,15 @@ def install_audit_hook(nonce):
         return False
 
     def hook(event, args):
-        if busy[0]:
-            return  # events raised by the hook's own work
-        busy[0] = True
+        me = thread()
+        if me in busy:
+            return  # an event raised by this thread's own hook call
+        busy.add(me)
         try:
             if flagged(event, args):
                 report(event, describe(args))
         finally:
-            busy[0] = False
+            busy.discard(me)
 
     _audit_sys.addaudithook(hook)
 
