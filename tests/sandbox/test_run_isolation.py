@@ -216,3 +216,55 @@ def test_tmp_is_world_writable_and_sticky_from_the_first_run():
     with Sandbox(limits=LIMITS, workers=1) as sandbox:
         first = sandbox.run_python("import os\nprint(oct(os.stat('/tmp').st_mode & 0o7777))")
     assert first.stdout.strip() == "0o1777", first
+
+
+# ---- network state that outlives a run ----------------------------------------------------
+
+TIME_WAIT_ON_A_PORT = r"""
+import socket
+server = socket.socket()
+server.bind(('127.0.0.1', 47011))
+server.listen(1)
+client = socket.create_connection(('127.0.0.1', 47011))
+conn, _ = server.accept()
+conn.close()  # the accepting side closes first: its end of the connection waits in TIME_WAIT
+client.close()
+server.close()
+print(' '.join(open('/proc/net/sockstat').read().split('\n')[1].split()[5:7]))
+"""
+
+LOOPBACK_ROUND_TRIP = r"""
+import socket
+server = socket.socket()
+server.bind(('127.0.0.1', 47011))
+server.listen(1)
+client = socket.create_connection(('127.0.0.1', 47011))
+conn, _ = server.accept()
+client.sendall(b'ping')
+print(conn.recv(4).decode(), sorted(name for _, name in socket.if_nameindex()))
+print(sum(1 for _ in open('/proc/net/tcp')) - 1, 'sockets')
+"""
+
+
+def test_sockets_left_by_a_run_do_not_reach_the_next_one(box):
+    earlier = box.run_python(TIME_WAIT_ON_A_PORT)
+    assert earlier.ok, earlier
+    assert earlier.stdout.split() == ["tw", "1"]  # the attack did leave a TIME_WAIT socket
+    later = box.run_python(LOOPBACK_ROUND_TRIP)  # binds the same port, without SO_REUSEADDR
+    assert later.ok, later
+    assert later.stdout.split("\n")[:2] == ["ping ['lo']", "3 sockets"]  # its listener and connection
+    assert not later.sandbox_replaced
+
+
+def test_runs_cannot_make_namespaces_or_keep_capabilities(box):
+    result = box.run_python(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.unshare(0x40000000), ctypes.get_errno(), libc.unshare(0x10000000), ctypes.get_errno())\n"
+        "caps = dict(line.split(':') for line in open('/proc/self/status') if line.startswith('Cap'))\n"
+        "print(int(caps['CapEff'], 16), int(caps['CapPrm'], 16), int(caps['CapAmb'], 16))\n"
+        "import subprocess\nprint(subprocess.run(['grep', 'CapEff', '/proc/self/status'], capture_output=True, text=True).stdout)"
+    )
+    assert result.ok, result
+    lines = result.stdout.split("\n")
+    assert lines[0] == "-1 1 -1 1" and lines[1] == "0 0 0"
+    assert lines[2].split() == ["CapEff:", "0000000000000000"]

@@ -6,7 +6,8 @@ writable places are three small tmpfs mounts: ``/workspace``, ``/tmp`` and ``/de
 is no host ``/tmp``, home, project directory or ``/run``; the environment is cleared. ``/proc`` is
 read-only, so no run can write a sysctl of the sandbox's namespaces (they would outlive it) or
 lower its OOM score (set to 1000 before bubblewrap starts, and inherited by every process). When the
-host runs as root, bubblewrap itself runs as ``nobody``, so even the sandbox's files on the
+host runs as root, bubblewrap itself runs as ``nobody`` (so the capabilities it passes on belong to
+the sandbox's user namespace only), so even the sandbox's files on the
 host side belong to no one with rights, and ``RLIMIT_NPROC`` is counted per sandbox.
 """
 
@@ -99,7 +100,10 @@ def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
     size = str(limits.disk_mb << 20)
     etc = _ETC + (_ETC_NETWORK if network else ())
     args = [*_OOM_FIRST, bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
-    args += ["--share-net"] if network else []
+    # Without network access the template (sandboxed/_server.py) makes a fresh network namespace
+    # after a run that left sockets behind: it keeps these two capabilities of the sandbox's own
+    # user namespace, which the server and every run drop before anything else.
+    args += ["--share-net"] if network else ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN"]
     args += ["--die-with-parent", "--as-pid-1", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
     args += ["--hostname", "sandbox", *_root_mounts(), *_python_mounts(python)]
     for name in etc:

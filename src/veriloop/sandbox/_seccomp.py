@@ -2,8 +2,10 @@
 
 Denied (EPERM): kernel keyrings and SysV IPC objects (both would outlive a run: they belong
 to the uid or the namespace, not the process), reading or writing other processes' memory
-(ptrace, process_vm_*), the large kernel attack surfaces (perf_event_open, bpf, userfaultfd, io_uring), and namespace, mount,
-module and reboot calls (no sandbox process has the capabilities for them anyway). A 32-bit
+(ptrace, process_vm_*), the large kernel attack surfaces (perf_event_open, bpf, userfaultfd, io_uring), and namespace, mount
+(the new mount API included), module and reboot calls. ``unshare`` is the exception: the template
+of a sandbox without network (``sandboxed/_server.py``) makes network namespaces with it, and runs
+are denied it by a filter of their own, loaded before their code starts. A 32-bit
 system call kills the process and x32 ones are denied, so the filter cannot be sidestepped.
 
 Also denied (EPERM): changing another process's resource limits, nice value, scheduling policy,
@@ -40,7 +42,6 @@ _DENIED_X86_64 = {
     "add_key": 248,
     "request_key": 249,
     "keyctl": 250,
-    "unshare": 272,
     "perf_event_open": 298,
     "name_to_handle_at": 303,
     "open_by_handle_at": 304,
@@ -55,6 +56,13 @@ _DENIED_X86_64 = {
     "io_uring_setup": 425,
     "io_uring_enter": 426,
     "io_uring_register": 427,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "mount_setattr": 442,
 }
 
 # Calls allowed only on the caller itself: {name: (number, ((argument, value it must have), ...))}.

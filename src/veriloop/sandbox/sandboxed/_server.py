@@ -33,6 +33,7 @@ import base64
 import builtins
 import ctypes
 import errno
+import fcntl
 import gc
 import io
 import json
@@ -100,6 +101,11 @@ raw_syscall = ctypes.PyDLL(None, use_errno=True).syscall
 CLONE_PARENT = 0x8000
 CLONE_SYSCALL = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAP_SYS_ADMIN = 21
+CLONE_NEWNET = 0x40000000
+SIOCSIFFLAGS, IFF_UP, IFF_RUNNING = 0x8914, 0x1, 0x40
+SOCKET_TABLE = "/proc/self/net/sockstat"  # counts sockets of every family, TIME_WAIT and orphans included
 
 
 def read_exact(fd, size):
@@ -156,6 +162,7 @@ def child_main(fds, guard):
     """The run's process, a fresh copy of the template: it receives its job only now."""
     job_r, stdin_r, stdout_w, stderr_w, report_w = fds
     try:
+        drop_capabilities()  # the template's, kept for making network namespaces; a run has none
         job = read_message(job_r)
         if job is None:
             os._exit(126)  # the server sent no job: it is gone or gave up on this run
@@ -315,12 +322,15 @@ def print_exception(exc, traceback):
 # ---- the template: the process every run is a copy of ---------------------------------------
 
 
+RLIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
+
+
 def process_settings():
     """What a process passes on to its children and a run could try to change in another:
     rlimits, nice value, scheduling policy, CPU affinity and OOM score."""
-    limits = tuple(resource.getrlimit(getattr(resource, name)) for name in dir(resource) if name.startswith("RLIMIT_"))
     with open("/proc/self/oom_score_adj", "rb") as handle:
         oom = handle.read()
+    limits = tuple(map(resource.getrlimit, RLIMITS))
     return limits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), os.sched_getaffinity(0), oom
 
 
@@ -345,10 +355,47 @@ def clone_parent():
     return struct.unpack("=i", answer)[0] if len(answer) == 4 else -1
 
 
+def drop_capabilities():
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    if libc.capset(header, (ctypes.c_uint32 * 6)()):
+        raise OSError(ctypes.get_errno(), "could not drop capabilities")
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+
+def may_make_networks():
+    """Whether this process holds CAP_SYS_ADMIN (in the sandbox's user namespace): given by
+    bubblewrap to sandboxes without network access, so that the template can renew its own."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> CAP_SYS_ADMIN & 1)
+    return False
+
+
+def socket_counts():
+    """This network namespace's socket counters (in use, orphaned, in TIME_WAIT, memory, per
+    protocol): they differ from a fresh namespace's when a run left a socket behind."""
+    with open(SOCKET_TABLE, "rb") as handle:
+        return handle.read()
+
+
+def fresh_network():
+    """Move this process into a new network namespace with only ``lo``, up (as bubblewrap
+    leaves the sandbox's). The old one goes with its last process, and its sockets with it."""
+    if libc.unshare(CLONE_NEWNET):
+        raise OSError(ctypes.get_errno(), "could not make a network namespace")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", IFF_UP | IFF_RUNNING))
+
+
 def template_main(requests, settings):
     """Serve copies of this process until the server goes. Each request carries only the
-    descriptors the copy will use; the template never reads job data, so it never holds any."""
+    descriptors the copy will use; the template never reads job data, so it never holds any.
+    Before a copy, a network namespace a run left sockets in (TIME_WAIT ones outlive every
+    process) is replaced, so that each run starts from a network as fresh as its files."""
     guard = guard_filter(os.getpid())
+    renew = may_make_networks()
+    clean = socket_counts()
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(requests, 16, SPAWN_FDS)
@@ -357,6 +404,12 @@ def template_main(requests, settings):
         if not message:
             os._exit(0)
         pid = -1
+        if renew and socket_counts() != clean:
+            try:
+                fresh_network()
+                clean = socket_counts()
+            except OSError:
+                settings = None  # no copy in a used network: the server replaces the sandbox
         if len(fds) == SPAWN_FDS and process_settings() == settings:
             sys.modules["random"].seed()  # each run gets its own random state, as a new process would
             pid = clone_parent()
@@ -417,13 +470,17 @@ GUARDED_CALLS = {  # x86_64: the calls that send a signal to the process named b
     "rt_tgsigqueueinfo": 297,
     "pidfd_open": 434,
 }
-PIDFD_SEND_SIGNAL = 424  # takes a pidfd, or a /proc/PID directory, whose target a filter cannot see
+ALWAYS_DENIED = {  # x86_64: denied to runs, though the template (new network namespaces) needs unshare
+    "unshare": 272,
+    "pidfd_send_signal": 424,  # takes a pidfd, or a /proc/PID directory, whose target a filter cannot see
+}
 
 
 def guard_filter(template_pid):
     """A seccomp program (``struct sock_fprog``) a run loads on itself: no signal reaches the
-    template (EPERM), and ``kill(-1)`` (every process but init and the caller) answers ESRCH as if
-    the run were alone, since the only others it could reach are its own. None off x86_64."""
+    template (EPERM), ``kill(-1)`` (every process but init and the caller) answers ESRCH as if
+    the run were alone, since the only others it could reach are its own, and ``unshare`` is
+    denied (EPERM) as it is to every sandbox process but the template. None off x86_64."""
     if platform.machine() != "x86_64":
         return None
     ld, jeq, ret = 0x20, 0x15, 0x06
@@ -431,8 +488,9 @@ def guard_filter(template_pid):
     numbers = sorted(GUARDED_CALLS.values())
     code = [(ld, 0, 0, 0)]  # seccomp_data.nr; the filter bubblewrap loads already kills other architectures
     for index, number in enumerate(numbers):
-        code.append((jeq, len(numbers) - index + 2, 0, number))  # to the argument check
-    code.append((jeq, 0, 1, PIDFD_SEND_SIGNAL))
+        code.append((jeq, len(numbers) - index + 3, 0, number))  # to the argument check
+    code.append((jeq, 1, 0, ALWAYS_DENIED["unshare"]))
+    code.append((jeq, 0, 1, ALWAYS_DENIED["pidfd_send_signal"]))
     code.append((ret, 0, 0, eperm))
     code.append((ret, 0, 0, allow))
     code.append((ld, 0, 0, 16))  # the low half of args[0]: a pid is an int
@@ -514,14 +572,6 @@ def others(spare):
     return [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in (1, spare)]
 
 
-def signal_all(spare):
-    for pid in others(spare):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def kill_everything(spare):
     """SIGKILL every process of this namespace but this server and ``spare`` (the template), and
     reap them all. A process the kill missed was forked by one it reached, and an orphan becomes
@@ -530,7 +580,11 @@ def kill_everything(spare):
         pids = others(spare)
         if not pids:
             return
-        signal_all(spare)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for pid in pids:
             try:
                 os.waitpid(pid, 0)
@@ -665,7 +719,7 @@ def run_job(job, body, template):
     os.close(job_w)
     outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
     ending = supervise(pid, enforced, unb64(job["stdin"]), stdin_w, outputs, started)
-    signal_all(template.pid)
+    os.kill(pid, signal.SIGKILL)  # the rest once it is reaped: its rusage then counts its own reaped children
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
     kill_everything(template.pid)
@@ -774,6 +828,7 @@ def main():
     SETTINGS = process_settings()
     gc.freeze()  # a run's collections then skip the warm heap instead of copying its pages
     template = Template((control_in, control_out))  # before the first job: it never sees one
+    drop_capabilities()  # only the template needs them
     write_message(control_out, {"ready": True})
     while True:
         body = read_body(control_in)
