@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from veriloop.core import Response, Task
 from veriloop.tasks import check_task
 from veriloop.verifiers import verify
@@ -93,3 +95,14 @@ def test_the_same_key_in_different_objects_is_fine():
     task = Task(id="t", domain="json", prompt="p", verifier={"kind": "json_schema", "schema": schema})
     response = '[{"name": "a", "price": 1}, {"name": "b", "price": 2}]'
     assert verify(task, Response(id="r", task_id="t", response=response)).passed
+
+
+def test_a_backtracking_schema_pattern_fails_the_answer_within_the_time_limit():
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}}}
+    task = Task(id="t", domain="json", prompt="p", verifier={"kind": "json_schema", "schema": schema, "timeout_s": 1})
+    honest = verify(task, Response(id="r", task_id="t", response='{"code": "aaa"}'))
+    assert honest.passed
+    started = time.monotonic()
+    hostile = verify(task, Response(id="r", task_id="t", response='{"code": "' + "a" * 40 + '!"}'))
+    assert time.monotonic() - started < 10  # the match alone would take hours
+    assert hostile.status == "scored" and not hostile.passed and "ran past 1 s" in hostile.detail

@@ -4,7 +4,10 @@ The JSON is read from the last fenced code block if the response has one, else f
 response, else from the last complete ``{...}`` or ``[...]`` value in it (``extract`` picks one
 of these). With ``match_gold`` the value must also equal the task's gold (a JSON value, or a
 string holding one). Validation uses the schema's own draft (2020-12 when it names none);
-``format`` keywords are annotations only, as the standard says by default.
+``format`` keywords are annotations only, as the standard says by default. Validation runs in
+the killable check pool (``_json_schema_check.py``): a schema's ``pattern`` is a regular
+expression, and a crafted string can make it backtrack for hours; a validation that passes
+``timeout_s`` fails the answer.
 
 Only standard JSON (RFC 8259) is read: ``NaN``, ``Infinity`` and numbers too large for a float
 (which Python would read as infinite) are refused, since a non-finite number satisfies no
@@ -23,6 +26,9 @@ from pydantic import ConfigDict, Field, field_validator
 
 from veriloop.core import Task
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
+from veriloop.verifiers.answers._check_pool import CheckTimeout, shared_pool
+
+JSON_SCHEMA_CHECK = "veriloop.verifiers.answers._json_schema_check:validate_json"
 
 _FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _NOT_JSON = object()
@@ -64,6 +70,9 @@ class JsonSchemaConfig(VerifierConfig):
     )
     match_gold: bool = Field(default=False, description="the value must also equal the task's gold")
     max_chars: int = Field(default=200_000, ge=1, description="longer responses score 0 unread")
+    timeout_s: float = Field(
+        default=5.0, gt=0, le=600, description="hard wall-clock limit of validation; past it the answer fails"
+    )
 
     @field_validator("json_schema")
     @classmethod
@@ -130,8 +139,6 @@ def _where(path: Any) -> str:
 @register_verifier("json_schema", JsonSchemaConfig)
 def check_json_schema(config: JsonSchemaConfig, task: Task, response: str) -> Verdict:
     """Full credit when the answer's JSON satisfies the schema (and equals the gold if asked)."""
-    from jsonschema import validators
-
     if len(response) > config.max_chars:
         return Verdict(
             0.0,
@@ -155,20 +162,36 @@ def check_json_schema(config: JsonSchemaConfig, task: Task, response: str) -> Ve
             detail="no JSON value found",
             feedback="No valid JSON found. Give the answer as one JSON value in a ```json block.",
         )
-    validator = validators.validator_for(config.json_schema)(config.json_schema)
     try:
-        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        value_text = json.dumps(value)
     except RecursionError:
+        value_text = None
+    if value_text is None:
         return Verdict(
             0.0, False, detail="JSON too deeply nested to validate", feedback="The JSON is nested too deeply."
         )
-    if errors:
-        shown = "; ".join(f"at {_where(e.absolute_path)}: {e.message[:200]}" for e in errors[:3])
-        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    request = {"schema": json.dumps(config.json_schema, sort_keys=True), "value": value_text}
+    try:
+        found = shared_pool(JSON_SCHEMA_CHECK).call(request, config.timeout_s)
+    except CheckTimeout:
         return Verdict(
             0.0,
             False,
-            detail=f"{len(errors)} schema violation(s): {shown}{more}",
+            detail=f"schema validation ran past {config.timeout_s:g} s and was stopped",
+            feedback="The JSON could not be checked against the schema in time.",
+        )
+    if found.get("too_deep"):
+        return Verdict(
+            0.0, False, detail="JSON too deeply nested to validate", feedback="The JSON is nested too deeply."
+        )
+    count = found["count"]
+    if count:
+        shown = "; ".join(f"at {_where(e['path'])}: {e['message']}" for e in found["errors"])
+        more = f" (and {count - 3} more)" if count > 3 else ""
+        return Verdict(
+            0.0,
+            False,
+            detail=f"{count} schema violation(s): {shown}{more}",
             feedback=f"The JSON does not match the required schema: {shown}{more}.",
         )
     if config.match_gold:
