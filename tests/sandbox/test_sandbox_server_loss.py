@@ -80,6 +80,22 @@ def test_a_run_right_after_its_idle_server_was_killed_runs_normally(lone, pause_
         assert result.sandbox_replaced is False
 
 
+def test_a_run_after_the_idle_servers_helper_was_killed_runs_normally(lone):
+    """A process the idle server keeps (the template runs are copied from) that died is found
+    before the next job is sent, so that job goes to a fresh server."""
+    lone.run_python("pass")
+    server = server_pid(lone)
+    helpers = Path(f"/proc/{server}/task/{server}/children").read_text().split()
+    if not helpers:
+        pytest.skip("this server keeps no helper process between runs")
+    for helper in helpers:
+        os.kill(int(helper), signal.SIGKILL)
+        wait_gone(int(helper))
+    result = lone.run_python("print('after')")
+    assert (result.status, result.stdout) == ("ok", "after\n"), result.detail
+    assert result.sandbox_replaced is False
+
+
 def test_a_job_its_server_died_without_reading_goes_to_a_fresh_server(lone):
     """The job is already in the dead server's pipe: it never started, so it runs elsewhere."""
     lone.run_python("pass")

@@ -125,7 +125,11 @@ def _child_of(pid: int) -> int | None:
 
 def _settings(pid: int) -> tuple:
     """What ``pid`` passes on to the processes it starts, and a run might try to change in it:
-    rlimits, OOM score, nice value, scheduling policy and CPU affinity (OSError when it is gone)."""
+    rlimits, OOM score, nice value, scheduling policy and CPU affinity (OSError when it has ended,
+    zombies included)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        if stat.read().rpartition(")")[2].split()[0] in ("Z", "X"):  # dead, not yet reaped
+            raise ProcessLookupError(pid)
     with open(f"/proc/{pid}/limits") as limits, open(f"/proc/{pid}/oom_score_adj") as oom:
         return (
             limits.read(),
