@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from veriloop.core import Response, Task
@@ -171,3 +173,22 @@ def test_every_operation_of_every_thread_is_reported():
 
     report = audited_run(SANDBOXED_EXPLOITS["a busy thread beside the real work"], "f", [[1]], CodeLimits(10, 512))
     assert sum(finding.startswith("os.system") for finding in report.findings) == 50
+
+
+def test_a_backtracking_penalty_pattern_ends_in_time_and_applies():
+    hostile = "a" * 40 + "!\n42"
+    for penalty in (
+        {"kind": "unsafe_pattern", "patterns": ["^(a+)+$"]},
+        {"kind": "no_final_answer", "pattern": "^(a+)+$"},
+    ):
+        started = time.monotonic()
+        result = score(penalty, hostile)
+        assert time.monotonic() - started < 15  # the search alone would take hours
+        assert result.status == "scored" and not result.passed, penalty
+
+
+def test_penalty_patterns_still_match_and_miss_as_before():
+    assert not score({"kind": "unsafe_pattern"}, "import subprocess\n42").passed
+    assert score({"kind": "unsafe_pattern"}, "It is\n42").passed
+    assert score({"kind": "no_final_answer"}, "\\boxed{42}\n42").passed
+    assert not score({"kind": "no_final_answer"}, "so\n42").passed

@@ -1,7 +1,12 @@
-"""Penalty kinds for combined verifiers: text rules that lower a reward (or zero it outright).
+"""Penalty kinds for combined verifiers: rules that lower a reward (or zero it outright).
 
 A penalty kind is a pydantic config and a plain ``find(config, task, response)`` returning why
 the penalty applies, or None. Kinds are registered by name like verifier kinds.
+
+A configured regex is matched against the response in the killable check pool
+(``answers/_regex_check.py``), since a backtracking pattern can run for hours on a crafted
+response; a search that passes ``REGEX_TIMEOUT_S`` makes the penalty apply (the response made
+the search run away, so it gets no benefit of the doubt).
 """
 
 from __future__ import annotations
@@ -102,6 +107,25 @@ def find_too_long(config: TooLongConfig, task: Task, response: str) -> str | Non
 DEFAULT_FINAL_ANSWER = r"\\boxed[ \t]*\{|<answer>|^[ \t]*#{4}[ \t]*\S|final answer[ \t]*(?:is|:)"
 
 
+REGEX_TIMEOUT_S = 2.0
+REGEX_SEARCH = "veriloop.verifiers.answers._regex_check:search_patterns"
+
+
+class _RanAway(Exception):
+    """A penalty's pattern search passed REGEX_TIMEOUT_S."""
+
+
+def _search(patterns: tuple[str, ...], flags: int, text: str) -> str | None:
+    """The first match of the first matching pattern, or None; raises _RanAway past the time limit."""
+    from veriloop.verifiers.answers._check_pool import CheckTimeout, shared_pool
+
+    request = {"patterns": list(patterns), "flags": int(flags), "text": text}
+    try:
+        return shared_pool(REGEX_SEARCH).call(request, REGEX_TIMEOUT_S)["found"]
+    except CheckTimeout:
+        raise _RanAway(f"searching it for the penalty's pattern ran past {REGEX_TIMEOUT_S:g} s") from None
+
+
 def _compiles(pattern: str) -> str:
     try:
         re.compile(pattern)
@@ -125,8 +149,11 @@ class NoFinalAnswerConfig(PenaltyConfig):
 @register_penalty("no_final_answer", NoFinalAnswerConfig)
 def find_no_final_answer(config: NoFinalAnswerConfig, task: Task, response: str) -> str | None:
     """The response never marks a final answer."""
-    if re.search(config.pattern, response, re.IGNORECASE | re.MULTILINE | re.DOTALL):
-        return None
+    try:
+        if _search((config.pattern,), re.IGNORECASE | re.MULTILINE | re.DOTALL, response) is not None:
+            return None
+    except _RanAway as exc:
+        return str(exc)
     return "no final answer is marked (e.g. \\boxed{...} or <answer>...</answer>)"
 
 
@@ -166,10 +193,12 @@ def find_unsafe_pattern(config: UnsafePatternConfig, task: Task, response: str) 
     concatenation) dodge it. ``unsafe_behaviour`` judges what the code did when it ran.
     """
     flags = re.IGNORECASE | re.MULTILINE if config.ignore_case else re.MULTILINE
-    for pattern in config.patterns:
-        match = re.search(pattern, response, flags)
-        if match:
-            return f"it contains {match.group(0).strip()!r}, which is not allowed"
+    try:
+        found = _search(config.patterns, flags, response)
+    except _RanAway as exc:
+        return str(exc)
+    if found is not None:
+        return f"it contains {found!r}, which is not allowed"
     return None
 
 

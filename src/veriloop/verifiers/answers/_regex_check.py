@@ -25,3 +25,15 @@ def match_regex(request: dict[str, Any]) -> dict[str, Any]:
     text = request["text"]
     found = compiled.fullmatch(text) if request["mode"] == "fullmatch" else compiled.search(text)
     return {"matched": found is not None}
+
+
+def search_patterns(request: dict[str, Any]) -> dict[str, Any]:
+    """``request``: ``patterns`` (a list), ``flags`` and ``text``. Reply: ``{"found": text}``, the
+    first match of the first pattern that matches (stripped, at most 200 characters), or
+    ``{"found": None}``."""
+    text = request["text"]
+    for pattern in request["patterns"]:
+        match = _compiled(pattern, int(request["flags"])).search(text)
+        if match:
+            return {"found": match.group(0).strip()[:200]}
+    return {"found": None}
