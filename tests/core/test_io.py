@@ -128,3 +128,23 @@ def test_atomic_writes_respect_the_umask(tmp_path, umask):
         os.umask(previous)
     mode = (tmp_path / f"out-{umask:o}.json").stat().st_mode & 0o777
     assert mode == (tmp_path / f"plain-{umask:o}.json").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_one_mistake_on_every_row_is_one_line(tmp_path):
+    from veriloop.core import RowErrors
+
+    errors = [f"t.jsonl: line {n}: missing field 'domain'" for n in range(3, 5003)]
+    errors += [
+        "t.jsonl: line 7000: not JSON",
+        "t.jsonl: line 7002: not JSON",
+        "u.jsonl: line 3: missing field 'domain'",
+    ]
+    assert RowErrors(errors).lines() == [
+        "t.jsonl: lines 3-5002: missing field 'domain'",
+        "t.jsonl: lines 7000, 7002: not JSON",
+        "u.jsonl: line 3: missing field 'domain'",
+    ]
+    scattered = RowErrors([f"t.jsonl: line {2 * n}: bad" for n in range(1, 21)]).lines()
+    assert scattered == ["t.jsonl: lines 2, 4, 6, 8, 10, 12, 14, 16 and 12 more: bad"]
+    many = RowErrors([f"t.jsonl: line {n}: problem {n}" for n in range(1, 101)]).lines()
+    assert len(many) == 51 and many[-1] == "... and 50 more problems"
