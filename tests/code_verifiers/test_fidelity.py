@@ -234,3 +234,19 @@ def test_an_answer_that_mutates_its_argument_fails_tests_that_forbid_it(code):
     honest, mutating = scores(task, code.fenced(COPY), code.fenced(MUTATES_AND_RETURNS))
     assert honest.passed, honest.detail
     assert not mutating.passed and mutating.reward == 0.5, mutating.detail
+
+
+def test_call_chains_many_rounds_deep_are_followed(code):
+    tests = "def check(candidate):\n    x = 0\n    for step in range(12):\n        x = candidate(x, step)\n    assert x == 66\n"
+    task = code.add_task(tests, task_id="deep-chain")
+    honest, wrong = scores(task, code.GOLD_ADD, code.fenced("def add(a, b):\n    return a + b + (b == 11)"))
+    assert honest.passed, honest.detail
+    assert wrong.status == "scored" and wrong.reward == 0.0, wrong.detail
+
+
+def test_a_chain_the_answer_keeps_going_fails_that_answer(code):
+    tests = "def check(candidate):\n    x = 1\n    while x != 0:\n        x = candidate(x, 0)\n    assert x == 0\n"
+    task = code.add_task(tests, task_id="endless-chain")
+    never_zero = code.fenced("def add(a, b):\n    return a + b + 1")
+    [result] = scores(task, never_zero)
+    assert result.status == "scored" and result.reward == 0.0 and "rounds" in result.detail

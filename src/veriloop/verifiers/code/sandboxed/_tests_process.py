@@ -72,6 +72,15 @@ class _Placeholder:
 PENDING = _Placeholder()
 
 
+_MAX_PENDING = 1000
+"""Calls one run may answer with a placeholder; a loop driven by unknown results stops there,
+and the next round carries on with the results of the inputs it found."""
+
+
+class _RoundFull(BaseException):
+    """Enough new inputs for one round: the run stops, the host asks for their results."""
+
+
 class _Unsupported(BaseException):
     """The tests do something that cannot be graded across processes (a non-plain argument)."""
 
@@ -105,6 +114,7 @@ class CandidateProxy:
         self.namespace = namespace
         self.new_calls = {}
         self.count = 0
+        self.pending = 0
         self.recent = []
 
     def __call__(self, *args, **kwargs):
@@ -113,17 +123,23 @@ class CandidateProxy:
             key = call_key(args, kwargs)
         except (NotPlainData, RecursionError) as exc:
             if _holds_pending((args, kwargs)):
-                return PENDING
+                return self._pending()
             raise _Unsupported(f"the tests pass a non-plain argument to the function ({exc})") from None
         self.recent.append(key)  # keys only: the host has the outcomes, which may be large
         outcome = self.answers.get(key)
         if outcome is None:
             self.new_calls[key] = None
-            return PENDING
+            return self._pending()
         _apply_mutations(args, kwargs, outcome.get("mutated", ()))
         if "error" in outcome:
             raise candidate_exception(outcome, self.namespace)
         return decode_value(outcome["value"])
+
+    def _pending(self):
+        self.pending += 1
+        if self.pending > _MAX_PENDING:
+            raise _RoundFull
+        return PENDING
 
 
 def _apply_mutations(args, kwargs, mutated):
@@ -434,6 +450,8 @@ def _evaluate(item, job, loaded):
             exec(code, namespace)
     except _Unsupported as exc:
         return {"unsupported": str(exc)}
+    except _RoundFull:
+        pass
     except BaseException as exc:
         aborted = {
             "error": describe_error(exc, TESTS_FILE),
