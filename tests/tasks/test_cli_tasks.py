@@ -135,3 +135,16 @@ def test_contamination_exit_codes(tmp_path, run_cli):
     assert dirty.returncode == 1 and json.loads(dirty.stdout)["contaminated"] == 30
     clean = run_cli("tasks", "contamination", str(paths["train"]), str(paths["other"]))
     assert clean.returncode == 0 and "0 of 30 held-out tasks" in clean.stdout
+
+
+def test_import_refuses_to_write_a_set_whose_gold_fails_its_verifier(tmp_path, run_cli):
+    source = tmp_path / "qa.jsonl"
+    rows = [{"q": "What is 2 + 2?", "a": "4"}, {"q": "Spell seven.", "a": "seven"}]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "qa_tasks.jsonl"
+    digits = json.dumps({"kind": "regex", "pattern": r"\d+"})
+    args = ["tasks", "import", "jsonl", str(source), "--question-field", "q", "--answer-field", "a", "--out", str(out)]
+    result = run_cli(*args, "--verifier", digits)
+    assert result.returncode == 2 and f"{out}: line 2: " in result.stderr and "gold" in result.stderr
+    assert not out.exists() and not list(tmp_path.glob(".qa_tasks*"))  # nothing written, nothing left behind
+    assert run_cli(*args, "--verifier", digits, "--skip-gold-check").returncode == 0 and out.exists()

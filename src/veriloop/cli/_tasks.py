@@ -48,12 +48,24 @@ def validate(
 _FREE_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-def _write_tasks(out: Path, tasks: list) -> None:
+def _write_tasks(out: Path, tasks: list, check_gold: bool = True) -> None:
+    """Write ``tasks`` to ``out`` only if the file passes ``tasks validate`` (gold answers included)."""
+    import os
+
     import click
 
-    from veriloop.core import write_records
+    from veriloop.core import RowErrors, write_records
+    from veriloop.tasks import check_task_file
 
-    count = write_records(out, tasks)
+    staged = out.with_name(f".{out.stem}.unchecked{out.suffix}")
+    count = write_records(staged, tasks)
+    try:
+        result = check_task_file(staged, gold=check_gold)
+        if result.errors:
+            raise RowErrors([line.replace(str(staged), str(out), 1) for line in result.errors])
+        os.replace(staged, out)
+    finally:
+        staged.unlink(missing_ok=True)
     domains = sorted({task.domain for task in tasks})
     shown = ", ".join(domains[:5]) + (", ..." if len(domains) > 5 else "")
     click.echo(f"wrote {count} tasks ({shown}) to {out}", err=True)
@@ -67,7 +79,10 @@ def generate(
     size: int = typer.Option(..., "--size", help="number of tasks"),
     out: Path = typer.Option(..., "--out", help="task file to write (.jsonl or .parquet)"),
 ) -> int:
-    """Draw a seeded task set. Generator options follow as --name value (see 'tasks sources')."""
+    """Draw a seeded task set. Generator options follow as --name value (see 'tasks sources').
+
+    The set is validated (gold answers included) before it is written; a failing set is not written.
+    """
     from veriloop.cli._options import parse_extra_options
     from veriloop.tasks import generate_tasks
 
@@ -81,8 +96,15 @@ def import_(
     ctx: typer.Context,
     source: str = typer.Argument(..., help="importer: jsonl, reasoning-gym, verl-parquet, ... (see 'tasks sources')"),
     out: Path = typer.Option(..., "--out", help="task file to write (.jsonl or .parquet)"),
+    skip_gold_check: bool = typer.Option(
+        False, "--skip-gold-check", help="check the schema only, not that every gold answer passes"
+    ),
 ) -> int:
-    """Convert existing data into a task set: SOURCE [FILE|DATASET] --out F, importer options as --name value."""
+    """Convert existing data into a task set: SOURCE [FILE|DATASET] --out F, importer options as --name value.
+
+    What would be written is validated first (every gold answer must pass its verifier unless
+    --skip-gold-check); a set with problems is not written and the problems are listed (exit 2).
+    """
     from veriloop.cli._options import parse_extra_options
     from veriloop.tasks import IMPORTERS
 
@@ -95,7 +117,7 @@ def import_(
         options[importer.argument] = target
     elif target is not None:
         options["target"] = target  # rejected by the options model with the list of known options
-    _write_tasks(out, importer.run(options))
+    _write_tasks(out, importer.run(options), check_gold=not skip_gold_check)
     return 0
 
 
