@@ -46,8 +46,10 @@ _MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u27
 _PERCENT = re.compile(r"\\?%|\bper ?cent\b", re.IGNORECASE)
 # Text blocks whose words are read as words: "7 \text{ or maybe } 8" offers two answers.
 _TEXT_BLOCK = re.compile(r"\\(?:text|textbf|textit|textrm|textnormal|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
-# Typesetting that never changes a number: spacing, dollar signs, degree marks, \left and \right.
-_TYPESETTING = re.compile(r"\\[,;:! ]|~|\\?\$|\^\s*\{?\s*\\circ\s*\}?|\\(?:circ|degree|left|right)\b")
+# Typesetting that never changes a number: thin spaces (digit-group separators in "1\\,591"),
+# degree marks, \left and \right, dropped; other spaces and dollar signs, read as a space.
+_JOINING = re.compile(r"\\[,!]|\^\s*\{?\s*\\circ\s*\}?|\u00b0|\\(?:circ|degree|left|right)\b")
+_SPACING = re.compile(r"\\[;: ]|~|\\?\$")
 # Separators between alternatives inside one final answer: "7 or 8", "7 and 8", "7; 8", "7, 8", "7 8".
 _ALTERNATIVES = re.compile(
     r"\s+(?:or|and)\s+|\\text\s*\{\s*(?:or|and)\s*\}|\\(?:lor|vee)\b|;|,\s+|(?<=\d)\s+(?=[-+]?\d)",
@@ -62,9 +64,12 @@ _SIMPLE = re.compile(
 # One number, written out: integer, decimal, fraction, scientific notation; words or units around it.
 _LITERAL_NUMBER = (
     rf"\(?\s*[-+]?\s*(?:{_NUMBER}(?:\s*/\s*\d+)?(?:\s*(?:\\times|\\cdot|\*)\s*10\s*\^\s*\{{?\s*[-+]?\d+\s*\}}?"
-    r"|[eE][-+]?\d+)?|\\[dt]?frac\s*\{\s*[-+]?\d+\s*\}\s*\{\s*[-+]?\d+\s*\}|\\[dt]?frac\d\d)\s*\)?"
+    r"|[eE][-+]?\d+)?|10\s*\^\s*\{?\s*[-+]?\d+\s*\}?"
+    r"|\\[dt]?frac\s*\{\s*[-+]?\d+\s*\}\s*\{\s*[-+]?\d+\s*\}|\\[dt]?frac\d\d)\s*\)?"
 )
-_LITERAL = re.compile(rf"[A-Za-z:.,\s]*?{_LITERAL_NUMBER}(?:\s*[A-Za-z]+(?:\s*\^\s*\{{?[23]\}}?)?)*[\s.]*")
+# Units after the number: words, with small powers, joined by spaces, "/" or \cdot ("m/s^2").
+_UNITS = r"(?:\s*(?:/|\\cdot)?\s*[A-Za-z]+(?:\s*\^\s*\{?\s*-?[1-3]\s*\}?)?)*"
+_LITERAL = re.compile(rf"[A-Za-z:.,\s]*?(?P<number>{_LITERAL_NUMBER}){_UNITS}[\s.]*")
 # A sentence that ends in a plain number after words only: "Therefore x = -5".
 _WORDS_THEN_NUMBER = re.compile(rf"(?P<words>[A-Za-z ,:=]*?)\s*(?P<number>{_NUMBER})")
 
@@ -260,11 +265,13 @@ def _top_level_parts(candidate: str) -> list[str]:
     return parts
 
 
-def is_written_number(candidate: str) -> bool:
-    """Whether ``candidate`` is one number written out, not an expression that evaluates to one."""
-    text = _TYPESETTING.sub(" ", _unwrap_text(candidate)).replace("{,}", ",")
+def written_number(candidate: str) -> str | None:
+    """The number ``candidate`` writes out, without its words, units and typesetting; None when
+    ``candidate`` is anything else, such as an expression that evaluates to a number."""
+    text = _SPACING.sub(" ", _JOINING.sub("", _unwrap_text(candidate))).replace("{,}", ",")
     text = text.rpartition("=")[2]  # "x = 42" and "37 \cdot 43 = 1591" answer with their last side
-    return len(text) <= 200 and _LITERAL.fullmatch(text.strip()) is not None
+    match = _LITERAL.fullmatch(text.strip()) if len(text) <= 200 else None
+    return match["number"].strip() if match else None
 
 
 def _alternatives(candidate: str, latex: bool) -> list[_Answer]:
@@ -400,12 +407,16 @@ def check_math_answer(request: dict[str, Any]) -> dict[str, Any]:
         )
     answer = answers[0]
     shown = _shown(answer.text)
-    if gold_plain is not None and answer.plain is None and not is_written_number(answer.text):
-        return _verdict(
-            0.0,
-            f"final answer {shown!r} ({where}) is an expression, not a number worked out",
-            f"Your final answer {shown} is not worked out; give its value as a number.{_expected(gold, options)}",
-        )
+    if gold_plain is not None and answer.plain is None:
+        number = written_number(answer.text)
+        if number is None:
+            return _verdict(
+                0.0,
+                f"final answer {shown!r} ({where}) is an expression, not a number worked out",
+                f"Your final answer {shown} is not worked out; give its value as a number.{_expected(gold, options)}",
+            )
+        # Read without its units and typesetting ("1\\,591", "30°"), which math-verify can misread.
+        answer = _Answer(answer.text, answer.latex, read_plain(number.strip("()")))
     if _correct(gold, gold_plain, answer, options):
         return _verdict(1.0, f"final answer {shown!r} ({where}) equals the gold answer", "Correct.")
     return _verdict(
