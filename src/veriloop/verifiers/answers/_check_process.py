@@ -22,6 +22,7 @@ The template is not dumpable, so a child cannot read its memory through /proc.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -82,6 +83,7 @@ def _call(function: Callable[[Any], Any], line: bytes) -> dict:
 def _run_child(function: Callable[[Any], Any], line: bytes, reply_fd: int, closed: list[int]) -> None:
     """In the forked child: answer one request on ``reply_fd`` and exit without cleanup."""
     try:
+        gc.disable()  # a short-lived child: a collection would copy every page it walks
         os.setpgid(0, 0)
         for fd in closed:  # the child never sees the template's request and reply channels
             os.close(fd)
@@ -155,6 +157,7 @@ def _serve_forking(module: Any, function: Callable[[Any], Any], channel, request
             except Exception as exc:
                 _reply(channel, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
                 continue
+        gc.freeze()  # what the template built stays shared with children, unwalked by their collector
         _reply(channel, _forked_reply(function, line, closed))
 
 
