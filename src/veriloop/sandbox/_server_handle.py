@@ -108,36 +108,68 @@ def result_from_reply(reply: dict) -> ExecResult:
     )
 
 
-def _children(pid: int) -> list[int]:
-    """The children of single-threaded ``pid`` (OSError when it is gone)."""
-    with open(f"/proc/{pid}/task/{pid}/children") as handle:
-        return [int(child) for child in handle.read().split()]
-
-
 def _child_of(pid: int) -> int | None:
     """The only child of ``pid`` (bubblewrap's namespace init), or None if it has none."""
     try:
-        children = _children(pid)
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            children = handle.read().split()
     except OSError:
         return None
-    return children[0] if len(children) == 1 else None
+    return int(children[0]) if len(children) == 1 else None
 
 
-def _settings(pid: int) -> tuple:
-    """What ``pid`` passes on to the processes it starts, and a run might try to change in it:
-    rlimits, OOM score, nice value, scheduling policy and CPU affinity (OSError when it has ended,
-    zombies included)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        if stat.read().rpartition(")")[2].split()[0] in ("Z", "X"):  # dead, not yet reaped
-            raise ProcessLookupError(pid)
-    with open(f"/proc/{pid}/limits") as limits, open(f"/proc/{pid}/oom_score_adj") as oom:
-        return (
-            limits.read(),
-            oom.read(),
-            os.getpriority(os.PRIO_PROCESS, pid),
-            os.sched_getscheduler(pid),
-            os.sched_getaffinity(pid),
-        )
+class _AtRest:
+    """The processes of an idle sandbox (its server, and any helper the server keeps) and the
+    settings each had when the host first saw it idle, which the next run would inherit: rlimits,
+    OOM score, nice value, scheduling policy and CPU affinity. Their /proc files stay open, so the
+    check before each job is a few reads, not path lookups."""
+
+    def __init__(self, init_pid: int):
+        self._init_pid = init_pid
+        self._children = os.open(f"/proc/{init_pid}/task/{init_pid}/children", os.O_RDONLY | os.O_CLOEXEC)
+        self._seen: dict[int, tuple[tuple[int, ...], tuple]] = {}  # pid -> (its open /proc files, settings)
+
+    def unchanged(self) -> bool:
+        """Whether every process still runs with the settings it was first seen with."""
+        try:
+            for pid in (self._init_pid, *map(int, os.pread(self._children, 4096, 0).split())):
+                if pid not in self._seen:
+                    files = self._open(pid)
+                    self._seen[pid] = (files, _settings(pid, files))
+                elif _settings(pid, self._seen[pid][0]) != self._seen[pid][1]:
+                    return False
+        except PermissionError:  # not readable from this host: the server's own checks are all there is
+            return True
+        except OSError:  # a process of the idle sandbox ended
+            return False
+        return True
+
+    @staticmethod
+    def _open(pid: int) -> tuple[int, ...]:
+        files: list[int] = []
+        try:
+            for name in ("stat", "limits", "oom_score_adj"):
+                files.append(os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            for fd in files:
+                os.close(fd)
+            raise
+        return tuple(files)
+
+    def close(self) -> None:
+        for fd in (self._children, *(fd for files, _ in self._seen.values() for fd in files)):
+            os.close(fd)
+        self._seen = {}
+
+
+def _settings(pid: int, files: tuple[int, ...]) -> tuple:
+    """``pid``'s settings, read through its open /proc files (OSError once it has ended, as a
+    zombie too: the open files then also keep a reused pid from passing for it)."""
+    stat, limits, oom = files
+    if os.pread(stat, 4096, 0).rpartition(b")")[2].split()[0] in (b"Z", b"X"):
+        raise ProcessLookupError(pid)
+    scheduling = (os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid), os.sched_getaffinity(pid))
+    return os.pread(limits, 4096, 0), os.pread(oom, 64, 0), scheduling
 
 
 class ServerHandle:
@@ -151,9 +183,8 @@ class ServerHandle:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr_tail = bytearray()
         self._drainer: threading.Thread | None = None
-        self._init_pid: int | None = None  # the sandbox's PID-namespace init, as the host numbers it
-        self._init_pidfd: int | None = None
-        self._at_rest: dict[int, tuple] = {}  # settings of each process of the idle sandbox, as first seen
+        self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
+        self._at_rest: _AtRest | None = None
         self._shut = False
 
     def spawn(self) -> None:
@@ -205,9 +236,12 @@ class ServerHandle:
             complaint = self._stderr_tail.decode(errors="replace").strip() or str(exc)
             raise SandboxUnavailable(f"the sandbox did not start: {complaint}") from None
         assert self._proc is not None
-        self._init_pid = _child_of(self._proc.pid)
-        self._init_pidfd = os.pidfd_open(self._init_pid) if self._init_pid else None
-        self._at_rest = {}
+        init_pid = _child_of(self._proc.pid)
+        self._init_pidfd = os.pidfd_open(init_pid) if init_pid else None
+        try:
+            self._at_rest = _AtRest(init_pid) if init_pid else None
+        except OSError:  # /proc without children files: the server's own checks are all there is
+            self._at_rest = None
 
     def _is_ready(self) -> bool:
         """Whether the server and its bubblewrap parent still run, and the server has said
@@ -216,23 +250,7 @@ class ServerHandle:
         if proc is None or proc.poll() is not None or _exited(self._init_pidfd):
             return False
         assert proc.stdout is not None
-        return _unread_bytes(proc.stdout.fileno()) == 0 and self._settings_kept()
-
-    def _settings_kept(self) -> bool:
-        """Whether each process of the idle sandbox (the server, and any helper it keeps) still
-        has the settings it had when the host first saw it idle: the next run inherits them."""
-        if self._init_pid is None:
-            return True
-        try:
-            for pid in (self._init_pid, *_children(self._init_pid)):
-                now = _settings(pid)
-                if self._at_rest.setdefault(pid, now) != now:
-                    return False
-        except PermissionError:  # not readable from this host: the server's own checks are all there is
-            return True
-        except OSError:  # a process of the idle sandbox ended
-            return False
-        return True
+        return _unread_bytes(proc.stdout.fileno()) == 0 and (self._at_rest is None or self._at_rest.unchanged())
 
     def _send(self, framed: bytes, deadline: float) -> None:
         proc = self._proc
@@ -388,7 +406,10 @@ class ServerHandle:
     def close(self) -> None:
         """Kill the server; bubblewrap's --die-with-parent takes its whole PID namespace along."""
         proc, self._proc = self._proc, None
-        pidfd, self._init_pidfd, self._init_pid = self._init_pidfd, None, None
+        pidfd, self._init_pidfd = self._init_pidfd, None
+        at_rest, self._at_rest = self._at_rest, None
+        if at_rest is not None:
+            at_rest.close()
         if proc is None:
             return
         if pidfd is not None:
