@@ -7,14 +7,16 @@ output caps plus the snapshot bound), and a server that misses either, dies, or 
 not clean up is killed with its whole PID namespace and replaced before the next job.
 
 A server that dies while idle (by design the out-of-memory killer's first choice) must not cost
-the next run anything. Before each job the handle checks that the server still lives and has
-left nothing unread in its answer pipe (bytes there would be taken for the next run's answer);
-otherwise it is replaced first. A server that dies after that check but before it has read the
-whole job (part of the job is still in its pipe once it is dead) never started the run: the job
-goes to a fresh server, once, and the result is as if nothing had happened. A server that dies
-after reading the whole job may have started the run, so the run is ``killed``: it is never run
-twice. Out-of-memory kills are counted from the moment the job is sent, so a kill between runs
-is no run's ``memory_limit``.
+the next run anything. Before each job the handle checks that the server still lives, has left
+nothing unread in its answer pipe (bytes there would be taken for the next run's answer), and
+that it and any helper it keeps (the template runs are copied from) still run with the rlimits,
+OOM score, nice value, scheduling policy and CPU affinity they had when first seen idle (the
+next run would inherit them); otherwise it is replaced first. A server that dies after that
+check but before it has read the whole job (part of the job is still in its pipe once it is
+dead) never started the run: the job goes to a fresh server, once, and the result is as if
+nothing had happened. A server that dies after reading the whole job may have started the run,
+so the run is ``killed``: it is never run twice. Out-of-memory kills are counted from the moment
+the job is sent, so a kill between runs is no run's ``memory_limit``.
 """
 
 from __future__ import annotations
