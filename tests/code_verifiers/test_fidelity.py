@@ -250,3 +250,46 @@ def test_a_chain_the_answer_keeps_going_fails_that_answer(code):
     never_zero = code.fenced("def add(a, b):\n    return a + b + 1")
     [result] = scores(task, never_zero)
     assert result.status == "scored" and result.reward == 0.0 and "rounds" in result.detail
+
+
+NOT_PLAIN = {
+    "generator": (
+        "def check(candidate):\n    assert list(candidate(2, 3)) == [2, 3, 4]\n    assert next(iter(candidate(5, 6))) == 5\n",
+        "def add(a, b):\n    for n in range(a, b + 2):\n        yield n",
+        "def add(a, b):\n    yield a",
+    ),
+    "closure": (
+        "def check(candidate):\n    plus = candidate(2, 3)\n    assert plus(10) == 15\n    assert plus(-5) == 0\n",
+        "def add(a, b):\n    return lambda c: a + b + c",
+        "def add(a, b):\n    return lambda c: c",
+    ),
+    "stateful object": (
+        "def check(candidate):\n    counter = candidate(2, 3)\n    counter.bump()\n    counter.bump()\n"
+        "    assert counter.total() == 7\n    assert len(counter) == 2\n    assert str(counter) == 'Counter(7)'\n",
+        "class Counter:\n    def __init__(self, start):\n        self.value, self.steps = start, 0\n"
+        "    def bump(self):\n        self.value += 1\n        self.steps += 1\n"
+        "    def total(self):\n        return self.value\n    def __len__(self):\n        return self.steps\n"
+        "    def __str__(self):\n        return f'Counter({self.value})'\n"
+        "def add(a, b):\n    return Counter(a + b)",
+        "class Counter:\n    def bump(self):\n        pass\n    def total(self):\n        return 7\n"
+        "    def __len__(self):\n        return 0\n    def __str__(self):\n        return 'Counter(5)'\n"
+        "def add(a, b):\n    return Counter()",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_PLAIN))
+def test_results_that_are_not_plain_data_are_judged(code, name):
+    tests, honest_program, wrong_program = NOT_PLAIN[name]
+    task = code.add_task(tests, task_id=f"not-plain-{name}")
+    honest, wrong = scores(task, code.fenced(honest_program), code.fenced(wrong_program))
+    assert honest.status == "scored" and honest.passed, honest.detail
+    assert wrong.status == "scored" and not wrong.passed and wrong.reward < 1, wrong.detail
+
+
+def test_a_returned_object_never_compares_equal_by_its_own_rules(code):
+    tests = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(1, 1) != 2\n"
+    liar = "class Liar:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n        return False\n"
+    task = code.add_task(tests, task_id="liar")
+    [result] = scores(task, code.fenced(liar + "def add(a, b):\n    return Liar()"))
+    assert result.status == "scored" and result.reward == 0.5, result.detail  # only `!= 2` holds, by identity

@@ -23,7 +23,9 @@ from veriloop.verifiers.code.sandboxed._wire import NotPlainData, decode_value
 MAX_RESTARTS = 3
 
 Outcome = dict[str, Any]
-"""``{"value": <encoded plain value>}`` or ``{"error": "..."}``; ``"harness": True`` marks an error
+"""``{"value": <encoded plain value>}``, ``{"iterator": [<encoded items>], "complete": bool}`` (a
+returned generator's items, with ``"error"`` when it raised part-way), ``{"object": {"callable":
+bool}}`` (another object, used by the tests through further calls) or ``{"error": "..."}``; ``"harness": True`` marks an error
 worded by the harness (a limit, an exit, a value that is not plain data) rather than an
 exception the function raised, whose class names (its own first) are ``"raised"``; ``"mutated"`` lists ``[position or keyword,
 encoded value]`` for each argument the call changed in place; ``"repeat_differs"`` marks a call that gave another result
@@ -62,6 +64,9 @@ def _ended(result: ExecResult) -> str:
     return f"{text} ({result.detail})" if result.detail else text
 
 
+_OUTCOME_FIELDS = ("value", "iterator", "complete", "object", "error", "raised", "mutated", "harness", "repeat_differs")
+
+
 def _valid(frame: dict[str, Any], count: int) -> bool:
     index = frame.get("i")
     if type(index) is not int or not 0 <= index < count:
@@ -75,8 +80,20 @@ def _valid(frame: dict[str, Any], count: int) -> bool:
         if "value" in frame:
             decode_value(frame["value"])
             return True
+        if "iterator" in frame:
+            if type(frame["iterator"]) is not list or type(frame.get("complete")) is not bool:
+                return False
+            for item in frame["iterator"]:
+                decode_value(item)
+            return "error" not in frame or isinstance(frame["error"], str)
     except (NotPlainData, RecursionError):
         return False
+    if "object" in frame:
+        return (
+            type(frame["object"]) is dict
+            and frame["object"].keys() == {"callable"}
+            and type(frame["object"]["callable"]) is bool
+        )
     raised = frame.get("raised", [])
     return isinstance(frame.get("error"), str) and type(raised) is list and all(type(n) is str for n in raised)
 
@@ -100,9 +117,7 @@ def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults) 
             break
         index = frame.pop("i")
         answered.add(index)
-        out.outcomes[batch[index]] = {
-            k: frame[k] for k in ("value", "error", "raised", "mutated", "harness", "repeat_differs") if k in frame
-        }
+        out.outcomes[batch[index]] = {k: frame[k] for k in _OUTCOME_FIELDS if k in frame}
     if problem:
         out.tampered = problem
         return None

@@ -38,8 +38,15 @@ def safe_repr(value: Any) -> str:
 
 
 def render_call(entry_point: str, key: str, limit: int = 200) -> str:
-    """``f([1, 2], k=3)`` for a call key."""
-    args, kwargs = loads_value(key)
+    """``f([1, 2], k=3)`` for a call key; ``f(1).push(2)`` (roughly) for a use of a returned object."""
+    data = loads_value(key)
+    if type(data[0]) is str:  # ["$ops", base call key, [[target, kind, payload], ...]]
+        _, base, operations = data
+        _, kind, payload = operations[-1]
+        shown = {"call": "(...)", "attr": f".{payload}", "item": f"[{safe_repr(payload)}]"}.get(kind, f" ({kind})")
+        text = f"{render_call(entry_point, base, limit)}...{shown}"
+        return text if len(text) <= limit else text[: limit - 4] + "...)"
+    args, kwargs = data
     parts = [safe_repr(a) for a in args] + [f"{k}={safe_repr(v)}" for k, v in kwargs.items()]
     text = f"{entry_point}({', '.join(parts)})"
     return text if len(text) <= limit else text[: limit - 4] + "...)"
@@ -49,6 +56,11 @@ def render_outcome(outcome: Outcome, limit: int = 200) -> str:
     """``returned [1, 2]``, ``raised ValueError: ...`` or ``timed out (...)``."""
     if "error" in outcome:
         return outcome["error"] if outcome.get("harness") else f"raised {outcome['error']}"
+    if "object" in outcome:
+        return "returned a function" if outcome["object"]["callable"] else "returned an object that is not plain data"
+    if "iterator" in outcome:
+        text = safe_repr([decode_value(item) for item in outcome["iterator"]])
+        return "returned an iterator over " + (text if len(text) <= limit else text[: limit - 3] + "...")
     text = safe_repr(decode_value(outcome["value"]))
     return "returned " + (text if len(text) <= limit else text[: limit - 3] + "...")
 
@@ -127,6 +139,8 @@ def dynamic_tally(
         outcome = results.outcomes.get(key, {"error": "gave no result", "harness": True})
         call_text = render_call(entry_point, key)
         if "error" in outcome:
+            problem = f"On an extra test, {call_text} {render_outcome(outcome)}."
+        elif "value" not in outcome:
             problem = f"On an extra test, {call_text} {render_outcome(outcome)}."
         elif outcome.get("repeat_differs"):
             problem = f"On an extra test, {call_text} gave different results when called twice."

@@ -17,19 +17,19 @@ CANDIDATE_FILE = "<candidate>"
 
 
 def _call(function, key):
-    args, kwargs = loads_value(key)
+    data = loads_value(key)
+    if type(data[0]) is str:  # ["$ops", base call key, operations]: a use of a returned object
+        return _operate(function, data[1], data[2])
+    args, kwargs = data
     watched = _mutable_arguments(args, kwargs)
     try:
         result = function(*args, **kwargs)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are answers too: wrong ones
         outcome = {"error": describe_error(exc, CANDIDATE_FILE), "raised": _class_names(exc)}
     else:
-        try:
-            outcome = {"value": encode_value(result)}
-        except NotPlainData as exc:
-            return {"error": f"returned {exc}; return plain values (numbers, strings, lists, ...)", "harness": True}
-        except RecursionError:
-            return {"error": "returned a value nested too deeply", "harness": True}
+        outcome = _result(result)
+        if "harness" in outcome:
+            return outcome
     try:
         mutated = _mutations(watched)
     except (NotPlainData, RecursionError) as exc:
@@ -37,6 +37,76 @@ def _call(function, key):
     if mutated:
         outcome["mutated"] = mutated
     return outcome
+
+
+_MAX_ITEMS = 10000
+_VALUE_TYPES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
+
+
+def _result(result):
+    """The outcome of a returned value: plain data; or, for an iterator (a generator), its
+    items (at most ``_MAX_ITEMS``); or, for another object (a closure, an instance of the
+    answer's class), a handle the tests use through further calls. An object posing as a
+    value (a subclass of int, str, list, ...) is refused: its comparisons would be its own."""
+    try:
+        return {"value": encode_value(result)}
+    except NotPlainData as exc:
+        refused = exc
+    except RecursionError:
+        return {"error": "returned a value nested too deeply", "harness": True}
+    kind = type(result)
+    if any(issubclass(kind, base) for base in _VALUE_TYPES):
+        return {"error": f"returned {refused}; return plain values (numbers, strings, lists, ...)", "harness": True}
+    if hasattr(kind, "__next__") and hasattr(kind, "__iter__"):
+        items = []
+        try:
+            for item in result:
+                if len(items) == _MAX_ITEMS:
+                    return {"iterator": items, "complete": False}
+                items.append(encode_value(item))
+        except (NotPlainData, RecursionError) as exc:
+            return {"error": f"yielded a value that is not plain data ({exc})", "harness": True}
+        except BaseException as exc:
+            return {"iterator": items, "complete": True, "error": describe_error(exc, CANDIDATE_FILE)}
+        return {"iterator": items, "complete": True}
+    return {"object": {"callable": callable(result)}}
+
+
+def _operate(function, base, operations):
+    """Replay a returned object's uses in order (``[target, kind, payload]``: target -1 is the
+    base call's result, i the result of use i) and give the outcome of the last one. Earlier
+    uses that raised raised in the tests too, which carried on; so does the replay."""
+    args, kwargs = loads_value(base)
+    results = []
+    try:
+        results.append(function(*args, **kwargs))
+        for number, (target, kind, payload) in enumerate(operations):
+            subject = results[target + 1]
+            if number < len(operations) - 1:
+                try:
+                    results.append(_use(subject, kind, payload))
+                except Exception:
+                    results.append(None)
+            else:
+                return _result(_use(subject, kind, payload))
+    except BaseException as exc:
+        return {"error": describe_error(exc, CANDIDATE_FILE), "raised": _class_names(exc)}
+    return {"error": "no use of the object was asked for", "harness": True}
+
+
+def _use(subject, kind, payload):
+    if kind == "call":
+        return subject(*payload[0], **payload[1])
+    if kind == "attr" and type(payload) is str and not payload.startswith("__"):
+        return getattr(subject, payload)
+    if kind == "item":
+        return subject[payload]
+    if kind == "contains":
+        return payload in subject
+    functions = {"len": len, "iter": iter, "bool": bool, "str": str, "repr": repr}
+    if kind in functions:
+        return functions[kind](subject)
+    raise TypeError(f"unsupported use {kind!r}")
 
 
 _MUTABLE = (list, dict, set)

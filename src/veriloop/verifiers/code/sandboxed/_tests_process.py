@@ -20,7 +20,7 @@ Sent into the sandbox after ``_wire`` and ``_channel``; the imports below are st
 import ast
 
 from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
-from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value, dumps_value  # sandbox: strip
 
 TESTS_FILE = "<tests>"
 PROMPT_FILE = "<prompt>"
@@ -102,7 +102,7 @@ def short_repr(value, limit=_REPR_LIMIT):
     try:
         text = repr(value)
     except Exception:
-        return "<a value too large to show>"
+        return "<a value that cannot be shown>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -115,6 +115,7 @@ class CandidateProxy:
         self.new_calls = {}
         self.count = 0
         self.pending = 0
+        self.quiet = False  # while the harness words a failure: objects are not used then
         self.recent = []
 
     def __call__(self, *args, **kwargs):
@@ -125,12 +126,22 @@ class CandidateProxy:
             if _holds_pending((args, kwargs)):
                 return self._pending()
             raise _Unsupported(f"the tests pass a non-plain argument to the function ({exc})") from None
+        return self.answer(key, args, kwargs)
+
+    def answer(self, key, args=(), kwargs=None, root=None, index=-1):
+        """The candidate's outcome for ``key`` as the tests see it: a value, an exception, an
+        iterator over a generator's items, or a ``ReturnedObject`` standing for an object."""
         self.recent.append(key)  # keys only: the host has the outcomes, which may be large
         outcome = self.answers.get(key)
         if outcome is None:
             self.new_calls[key] = None
             return self._pending()
-        _apply_mutations(args, kwargs, outcome.get("mutated", ()))
+        if kwargs is not None:
+            _apply_mutations(args, kwargs, outcome.get("mutated", ()))
+        if "object" in outcome:
+            return ReturnedObject(self, root or _Uses(key), index)
+        if "iterator" in outcome:
+            return _replayed_iterator(outcome, self.namespace)
         if "error" in outcome:
             raise candidate_exception(outcome, self.namespace)
         return decode_value(outcome["value"])
@@ -140,6 +151,96 @@ class CandidateProxy:
         if self.pending > _MAX_PENDING:
             raise _RoundFull
         return PENDING
+
+
+def _replayed_iterator(outcome, namespace):
+    """An iterator over a returned generator's items; it ends as the generator did (raising
+    its error, or saying it was cut at the item limit)."""
+    for item in outcome["iterator"]:
+        yield decode_value(item)
+    if "error" in outcome:
+        raise candidate_exception(outcome, namespace)
+    if not outcome["complete"]:
+        raise CandidateError("the generator went on past the item limit; only the first items were kept")
+
+
+class _Uses:
+    """What the tests did with one returned object and the objects it returned, in order."""
+
+    def __init__(self, base):
+        self.base = base
+        self.operations = []
+
+
+class ReturnedObject:
+    """Stands for an object the function returned (a closure, an instance of its class): each
+    use (a call, an attribute, an item, len, iter, in, bool, str, repr) is one more call key,
+    answered by replaying every earlier use in the candidate's process. Its result comes back
+    as plain data or another ReturnedObject. Comparisons are never delegated: ``==`` is
+    identity, as for any object without an ``__eq__`` the tests could trust."""
+
+    __slots__ = ("_vl_proxy", "_vl_uses", "_vl_index")
+
+    def __init__(self, proxy, uses, index):
+        object.__setattr__(self, "_vl_proxy", proxy)
+        object.__setattr__(self, "_vl_uses", uses)
+        object.__setattr__(self, "_vl_index", index)
+
+    def _vl_use(self, kind, payload=None):
+        proxy, uses = self._vl_proxy, self._vl_uses
+        if proxy.quiet:
+            return PENDING
+        operation = [self._vl_index, kind, payload]
+        try:
+            key = dumps_value(["$ops", uses.base, [*uses.operations, operation]])
+        except (NotPlainData, RecursionError) as exc:
+            if _holds_pending(payload):
+                return proxy._pending()
+            raise _Unsupported(f"the tests pass a non-plain value to a returned object ({exc})") from None
+        uses.operations.append(operation)
+        proxy.count += 1
+        return proxy.answer(key, root=uses, index=len(uses.operations) - 1)
+
+    def __call__(self, *args, **kwargs):
+        return self._vl_use("call", [list(args), dict(kwargs)])
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._vl_use("attr", name)
+
+    def __getitem__(self, key):
+        return self._vl_use("item", key)
+
+    def __len__(self):
+        result = self._vl_use("len")
+        return result if type(result) is int and result >= 0 else 0
+
+    def __iter__(self):
+        result = self._vl_use("iter")
+        return iter(()) if result is PENDING else iter(result)
+
+    def __contains__(self, value):
+        return self._vl_use("contains", value) is True
+
+    def __bool__(self):
+        return self._vl_use("bool") is True
+
+    def __str__(self):
+        result = self._vl_use("str")
+        return result if type(result) is str else "<an object returned by the function>"
+
+    def __repr__(self):
+        result = self._vl_use("repr")
+        return result if type(result) is str else "<an object returned by the function>"
+
+    def __eq__(self, other):
+        return NotImplemented
+
+    def __ne__(self, other):
+        return NotImplemented
+
+    __hash__ = object.__hash__
 
 
 def _apply_mutations(args, kwargs, mutated):
@@ -195,7 +296,11 @@ class CaseLog:
         self.failed += 1
         self.visible_failed += shown
         if len(self.failures) < _SHOWN_FAILURES:
-            self.failures.append(self._describe(line, source, error, message, left, right, side, calls))
+            self.proxy.quiet = True
+            try:
+                self.failures.append(self._describe(line, source, error, message, left, right, side, calls))
+            finally:
+                self.proxy.quiet = False
 
     def _describe(self, line, source, error, message, left, right, side, calls):
         failure = {"line": line, "source": source[:400], "calls": calls[:3]}
