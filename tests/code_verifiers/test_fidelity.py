@@ -293,3 +293,11 @@ def test_a_returned_object_never_compares_equal_by_its_own_rules(code):
     task = code.add_task(tests, task_id="liar")
     [result] = scores(task, code.fenced(liar + "def add(a, b):\n    return Liar()"))
     assert result.status == "scored" and result.reward == 0.5, result.detail  # only `!= 2` holds, by identity
+
+
+def test_raising_stop_iteration_never_ends_the_tests_loops(code):
+    tests = "def check(candidate):\n    assert all(map(lambda pair: candidate(*pair) > 0, [(1, 1), (2, 2)]))\n"
+    task = code.add_task(tests, task_id="stop-iteration")
+    honest, stopper = scores(task, code.GOLD_ADD, code.fenced("def add(a, b):\n    raise StopIteration"))
+    assert honest.passed
+    assert stopper.status == "scored" and stopper.reward == 0.0, stopper.detail

@@ -32,20 +32,26 @@ class CandidateError(Exception):
     """The function under test raised on these inputs (the message is the candidate's)."""
 
 
+_NOT_REBUILT = (Exception, StopIteration, StopAsyncIteration)
+"""Classes a candidate's exception never becomes: a StopIteration would end the tests' own
+loops early (``all(map(f, inputs))`` would hold), as if no input had been tried."""
+
+
 def candidate_exception(outcome, namespace):
     """The candidate's exception, rebuilt so the tests can catch it as they would the real one.
 
     Its class is the first of its class names (``outcome["raised"]``, its own first) that
     names an exception class of the tests' namespace (the prompt's own exception classes) or
     of the built-ins; a class that is no Exception (SystemExit, KeyboardInterrupt) is never
-    rebuilt, since the tests must not end because of the candidate. Marked ``_vl_candidate``.
+    rebuilt, since the tests must not end because of the candidate, nor is a StopIteration
+    (``_NOT_REBUILT``). Marked ``_vl_candidate``.
     """
     import builtins
 
     error = None
     for name in outcome.get("raised", ()):
         klass = namespace.get(name, getattr(builtins, name, None))
-        if not (isinstance(klass, type) and issubclass(klass, Exception)) or klass is Exception:
+        if not (isinstance(klass, type) and issubclass(klass, Exception)) or klass in _NOT_REBUILT:
             continue
         try:
             error = klass(outcome["error"])
