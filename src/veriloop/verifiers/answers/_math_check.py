@@ -234,7 +234,11 @@ class _Answer:
 
 def normalise_signs(text: str) -> str:
     """``text`` with every minus sign as ``-`` and no percent signs (see the module docstring)."""
-    return _PERCENT.sub("", text.translate(_MINUS_SIGNS))
+    if not text.isascii():
+        text = text.translate(_MINUS_SIGNS)
+    if "%" in text or "ercent" in text or "ERCENT" in text:
+        text = _PERCENT.sub("", text)
+    return text
 
 
 def _unwrap_text(candidate: str) -> str:
