@@ -102,6 +102,11 @@ SANDBOXED_EXPLOITS = {
     ),
     "changing directory, then a relative path": "import os\ndef f(x):\n    os.chdir('/etc')\n    return open('passwd').read()[:4]\n",
     "a link out of the workspace": "import os\ndef f(x):\n    os.symlink('/etc/passwd', 'p')\n    return open('p').read()[:4]\n",
+    "deleting outside the workspace": "import os\ndef f(x):\n    os.remove('/tmp/anything')\n    return x\n",
+    "renaming into the interpreter": (
+        "import os, sys\ndef f(x):\n    open('m.py', 'w').close()\n    os.rename('m.py', sys.prefix + '/m.py')\n    return x\n"
+    ),
+    "listing the directory above": "import os\ndef f(x):\n    return os.listdir('..')\n",
     "relative path climbing out": "def f(x):\n    return open('../../../../../../etc/passwd').read()[:4]\n",
     "a busy thread beside the real work": (
         "import os, threading\ndef spin(stop):\n    while not stop:\n        open('scratch', 'w').close()\n"
@@ -134,6 +139,8 @@ HONEST = (
     "Point = namedtuple('Point', 'x y')\n\n@dataclass\nclass Box:\n    size: int\n\n"
     "def f(x):\n    try:\n        int('nope')\n    except ValueError:\n        pass\n"
     "    with open('scratch.txt', 'w') as out:\n        out.write(json.dumps([x]))\n"
+    "    import os\n    os.mkdir('sub')\n    os.rename('scratch.txt', 'sub/kept.txt')\n    assert os.listdir('sub')\n"
+    "    os.remove('sub/kept.txt')\n    os.rmdir('sub')\n"
     "    return [Point(x, 2).x, Box(3).size, math.isqrt(16), sorted(Counter('aab'))]\n"
 )
 

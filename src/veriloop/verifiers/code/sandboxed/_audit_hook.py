@@ -7,7 +7,7 @@ reached, and cannot be removed once added. ``run_audited_candidate`` adds one be
 candidate's code is compiled, then runs ``run_candidate`` (``_candidate_process``).
 
 Reported: process creation (``_posixsubprocess.fork_exec``, which has no audit event, is
-replaced by one that reports and refuses) and signals, changing directory, links, ``ctypes``, frame and stack access (``sys._getframe``
+replaced by one that reports and refuses) and signals, changing directory, links, ``ctypes``, listing or changing paths outside the working directory, frame and stack access (``sys._getframe``
 outside the standard library's own bookkeeping, ``tb_frame``, ``gi_frame``, ...), tracing,
 profiling, new audit hooks, ``gc`` object walks, sockets, and opening a path outside the
 working directory (reads of the Python installation and a few devices excepted).
@@ -63,6 +63,22 @@ _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 # Standard modules that call sys._getframe(1) only to name the module defining a class, known
 # by their file (code the candidate compiles under such a file name is reported).
 _BOOKKEEPING = ("/collections/__init__.py", "/typing.py", "/enum.py")
+# Events whose first arguments are paths: changing them (anywhere outside the working directory),
+# or listing them (outside it and the Python installation).
+_CHANGES_PATHS = frozenset(
+    {
+        "os.remove",
+        "os.rmdir",
+        "os.mkdir",
+        "os.rename",
+        "os.chmod",
+        "os.chown",
+        "os.truncate",
+        "os.utime",
+        "shutil.rmtree",
+    }
+)
+_LISTS_PATHS = frozenset({"os.listdir", "os.scandir"})
 _DEVICES = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/zero")
 _IMPORTS = ("ctypes", "_ctypes", "_posixsubprocess")
 
@@ -159,6 +175,11 @@ def install_audit_hook(nonce):
         writing = (type(mode) is str and any(c in mode for c in "wax+")) or (type(flags) is int and flags & writes)
         return bool(writing) or not full.startswith(readable)
 
+    def path_outside(path, changing):
+        if path is None:
+            return False  # the working directory
+        return outside((path, "w" if changing else "r", 0))
+
     def describe(args):
         # Only plain values are shown: repr() of the candidate's objects would run its code here.
         shown = []
@@ -188,6 +209,10 @@ def install_audit_hook(nonce):
             return True
         if event == "open":
             return bool(args) and outside(args)
+        if event in _CHANGES_PATHS:
+            return any(path_outside(path, True) for path in tuple(args)[:2] if type(path) is not int)
+        if event in _LISTS_PATHS:
+            return bool(args) and type(args[0]) is not int and path_outside(args[0], False)
         if event == "import":
             return bool(args) and args[0] in _IMPORTS
         if event in _WHILE_CANDIDATE:
