@@ -301,3 +301,13 @@ def test_raising_stop_iteration_never_ends_the_tests_loops(code):
     honest, stopper = scores(task, code.GOLD_ADD, code.fenced("def add(a, b):\n    raise StopIteration"))
     assert honest.passed
     assert stopper.status == "scored" and stopper.reward == 0.0, stopper.detail
+
+
+def test_an_endless_generator_is_judged_on_its_first_items(code):
+    tests = "def check(candidate):\n    items = candidate(2, 3)\n    assert [next(items) for _ in range(3)] == ['xx', 'xx', 'xx']\n"
+    task = code.add_task(tests, task_id="endless-generator")
+    endless = code.fenced("def add(a, b):\n    while True:\n        yield 'x' * a")
+    wrong = code.fenced("def add(a, b):\n    while True:\n        yield 'y' * 1000")
+    honest, flood = scores(task, endless, wrong)
+    assert honest.passed, honest.detail
+    assert flood.status == "scored" and flood.reward == 0.0, flood.detail

@@ -40,12 +40,13 @@ def _call(function, key):
 
 
 _MAX_ITEMS = 10000
+_MAX_ITEMS_TEXT = 1 << 18  # characters of a generator's items kept, well inside the output limit
 _VALUE_TYPES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
 
 
 def _result(result):
     """The outcome of a returned value: plain data; or, for an iterator (a generator), its
-    items (at most ``_MAX_ITEMS``); or, for another object (a closure, an instance of the
+    items (at most ``_MAX_ITEMS``, or about ``_MAX_ITEMS_TEXT`` characters of them); or, for another object (a closure, an instance of the
     answer's class), a handle the tests use through further calls. An object posing as a
     value (a subclass of int, str, list, ...) is refused: its comparisons would be its own."""
     try:
@@ -58,12 +59,13 @@ def _result(result):
     if any(issubclass(kind, base) for base in _VALUE_TYPES):
         return {"error": f"returned {refused}; return plain values (numbers, strings, lists, ...)", "harness": True}
     if hasattr(kind, "__next__") and hasattr(kind, "__iter__"):
-        items = []
+        items, size = [], 0
         try:
             for item in result:
-                if len(items) == _MAX_ITEMS:
+                if len(items) == _MAX_ITEMS or size > _MAX_ITEMS_TEXT:
                     return {"iterator": items, "complete": False}
                 items.append(encode_value(item))
+                size += len(dumps_value(item))
         except (NotPlainData, RecursionError) as exc:
             return {"error": f"yielded a value that is not plain data ({exc})", "harness": True}
         except BaseException as exc:
@@ -133,7 +135,7 @@ def _class_names(exc):
     so the tests can catch it by any of them. Names only: plain strings, never the classes."""
     try:
         names = [klass.__name__ for klass in type(exc).__mro__]
-        return [name for name in names if type(name) is str][:16]
+        return [name[:100] for name in names if type(name) is str][:16]
     except BaseException:
         return []
 
