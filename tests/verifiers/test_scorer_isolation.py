@@ -35,13 +35,26 @@ def test_an_answer_cannot_write_host_files(evaluator, tmp_path):
     assert evaluator.call("len(__import__('os').listdir('/tmp'))", timeout_s=30) == 0
 
 
+def test_files_left_in_the_private_tmp_do_not_reach_the_next_check(evaluator):
+    for place in ("/", "/dev/shm", "/usr", os.path.dirname(os.__file__)):
+        with pytest.raises(GraderError, match="Error"):
+            evaluator.call(f"open({place + '/left-behind'!r}, 'w').write('for the next check')", timeout_s=30)
+    plant = (
+        "(lambda os: (open('/tmp/left-behind', 'w').write('x'), os.makedirs('/tmp/locked/deep'),"
+        " open('/tmp/locked/deep/f', 'w').write('x'), os.chmod('/tmp/locked/deep', 0), os.chmod('/tmp/locked', 0),"
+        " os.symlink('/tmp/locked', '/tmp/link'), sorted(os.listdir('/tmp')))[-1])(__import__('os'))"
+    )
+    assert evaluator.call(plant, timeout_s=30) == ["left-behind", "link", "locked"]
+    assert evaluator.call("__import__('os').listdir('/tmp')", timeout_s=30) == []
+
+
 def test_an_answer_sees_no_host_files(evaluator):
     assert evaluator.call("__import__('os').path.exists('/root/.bash_history')", timeout_s=30) is False
     assert evaluator.call("__import__('os').path.exists('/work/main/tests')", timeout_s=30) is False
     seen = set(evaluator.call("sorted(__import__('os').environ)", timeout_s=30))
     # Only what the box sets, bubblewrap's PWD, and what importing veriloop sets for itself.
     box = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}
-    assert seen <= box | {"MKL_NUM_THREADS", "PWD", "MKL_CBWR", "VERILOOP_PLUGINS"}
+    assert seen <= box | {"MKL_NUM_THREADS", "VERILOOP_SCRATCH_DIRS", "PWD", "MKL_CBWR", "VERILOOP_PLUGINS"}
 
 
 def test_an_answer_cannot_open_a_socket(evaluator):

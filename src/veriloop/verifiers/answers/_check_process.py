@@ -16,7 +16,10 @@ other process in it) is killed. So nothing a check does to its interpreter (patc
 changed globals, threads, processes left behind) reaches the next check. If MODULE defines
 ``prepare(request)``, the template calls it before forking: it may build and cache trusted
 data (never touching the untrusted parts of the request) that every later child inherits.
-The template is not dumpable, so a child cannot read its memory through /proc.
+The template is not dumpable, so a child cannot read its memory through /proc. The
+directories named in ``VERILOOP_SCRATCH_DIRS`` (``os.pathsep``-separated: a box's private
+``/tmp``) are emptied after every check; when that fails the template exits after replying,
+so its box is replaced rather than handed on dirty.
 """
 
 from __future__ import annotations
@@ -126,6 +129,28 @@ def _end_check(child: int) -> int:
             return status
 
 
+def _remove(path: str) -> None:
+    """Remove ``path`` and all below it, whatever permissions the check left on it."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        os.chmod(path, 0o700)
+        for name in os.listdir(path):
+            _remove(os.path.join(path, name))
+        os.rmdir(path)
+    else:
+        os.unlink(path)
+
+
+def _empty(directory: str) -> bool:
+    """Remove everything inside ``directory``; whether that worked."""
+    try:
+        os.chmod(directory, 0o1777)
+        for name in os.listdir(directory):
+            _remove(os.path.join(directory, name))
+        return not os.listdir(directory)
+    except (OSError, RecursionError):
+        return False
+
+
 def _forked_reply(function: Callable[[Any], Any], line: bytes, closed: list[int]) -> dict:
     read_fd, write_fd = os.pipe()
     child = os.fork()
@@ -150,6 +175,7 @@ def _forked_reply(function: Callable[[Any], Any], line: bytes, closed: list[int]
 def _serve_forking(module: Any, function: Callable[[Any], Any], channel, requests) -> None:
     prepare = getattr(module, "prepare", None)
     closed = [0, channel.fileno()]
+    scratch = [d for d in os.environ.get("VERILOOP_SCRATCH_DIRS", "").split(os.pathsep) if d]
     for line in requests:
         if prepare is not None:
             try:
@@ -159,6 +185,8 @@ def _serve_forking(module: Any, function: Callable[[Any], Any], channel, request
                 continue
         gc.freeze()  # what the template built stays shared with children, unwalked by their collector
         _reply(channel, _forked_reply(function, line, closed))
+        if not all(_empty(directory) for directory in scratch):
+            os._exit(1)
 
 
 def main(argv: list[str]) -> int:

@@ -4,7 +4,9 @@ Some scorers ``eval`` or sympy-parse the answer, so a check process must be trea
 sandbox: ``start_isolated_check_process(argv)`` starts ``argv`` (a Python command line) in
 private namespaces (user, PID, IPC, UTS, mount, network: no network at all), with the
 system, the interpreter, the virtual environment and the ``veriloop`` package mounted
-read-only and nothing of the host writable (``/tmp`` is a small private tmpfs), the
+read-only and nothing of the host writable: the one writable place is a small private
+``/tmp`` (libraries such as matplotlib need one at import), which the template empties after
+every check (``VERILOOP_SCRATCH_DIRS``), so no file reaches the next check; the
 environment cleared and the sandbox's seccomp filter applied. Nothing else of the host is
 visible: no home, no project directory beyond the package source, no task files.
 
@@ -69,6 +71,7 @@ def isolated_argv(argv: list[str], seccomp_fd: int | None) -> list[str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
     # One BLAS thread: a scorer needs no more, and a smaller template forks faster.
     env |= {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env["VERILOOP_SCRATCH_DIRS"] = "/tmp"
     for key, value in env.items():
         args += ["--setenv", key, value]
     if seccomp_fd is not None:
