@@ -118,12 +118,24 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(coroutine)
+    except BaseException:
+        _cancel_pending(loop)  # an interrupt mid-rollout: no task is left to report its exception at exit
+        raise
     finally:
         try:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
+
+
+def _cancel_pending(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the loop's unfinished tasks and collect every task's outcome, so none is left unretrieved."""
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
 def summarize_rollout(

@@ -101,6 +101,9 @@ class RunSection(Section):
     save_trajectories: bool = Field(default=True, description="store every trajectory under OUT/trajectories")
     loggers: tuple[str, ...] = Field(default=("jsonl", "tensorboard"), description="jsonl, tensorboard, wandb, mlflow")
     progress: bool = Field(default=True, description="show a progress bar")
+    resume_changes: tuple[str, ...] = Field(
+        default=(), description="on resume, SECTION.FIELD names allowed to differ from the run's saved config"
+    )
 
 
 class PipelineSection(Section):

@@ -1,0 +1,67 @@
+"""The resolved config of a run, kept in ``OUT/train_config.json``, so a resume cannot mix two configs.
+
+A fresh run writes it; a resumed run compares its own config with it field by field and
+refuses any difference outside ``ALWAYS_CHANGEABLE`` (how long to run, how to report) unless
+``run.resume_changes`` names the field. The saved copy is then updated, so the next resume
+compares with what actually ran last.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from veriloop.core import UserError, atomic_write
+from veriloop.training._config import TrainConfig
+
+CONFIG_FILE = "train_config.json"
+ALWAYS_CHANGEABLE = frozenset(
+    {
+        "run.out",
+        "run.steps",
+        "run.progress",
+        "run.loggers",
+        "run.eval_every",
+        "run.eval_samples",
+        "run.checkpoint_every",
+        "run.keep_checkpoints",
+        "run.resume_changes",
+        "pipeline.stall_after_s",
+        "pipeline.torch_threads",
+    }
+)
+
+
+def _flat(config: dict[str, Any]) -> dict[str, Any]:
+    """``{"optim": {"lr": 1e-4}}`` -> ``{"optim.lr": 1e-4}`` (one level of sections)."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and key != "plugins":
+            flat.update({f"{key}.{field}": inner for field, inner in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def check_and_save_run_config(out: Path, config: TrainConfig, resuming: bool) -> None:
+    """On resume, raise a UserError naming every changed field not allowed to change; then save."""
+    path = out / CONFIG_FILE
+    now = json.loads(config.model_dump_json())
+    if resuming and path.is_file():
+        saved = _flat(json.loads(path.read_text(encoding="utf-8")))
+        current = _flat(now)
+        allowed = ALWAYS_CHANGEABLE | set(config.run.resume_changes)
+        changed = [
+            f"{key}: {saved.get(key)!r} -> {current.get(key)!r}"
+            for key in sorted(set(saved) | set(current))
+            if key not in allowed and saved.get(key) != current.get(key)
+        ]
+        if changed:
+            raise UserError(
+                f"{out}: resuming with a config that differs from the run's ({'; '.join(changed)}); "
+                "restore those settings, use another run.out, or allow them with run.resume_changes=[FIELD,...]"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as handle:
+        json.dump(now, handle, indent=2)

@@ -1,0 +1,46 @@
+"""A resumed run keeps its config: changes are refused unless named; progress without a terminal; stop hints."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+VERILOOP = [sys.executable, "-m", "veriloop.cli._entry", "train"]
+
+
+def _train(path, *overrides, timeout=600):
+    return subprocess.run([*VERILOOP, str(path), *overrides], capture_output=True, text=True, timeout=timeout)
+
+
+def test_resuming_with_another_config_is_refused_unless_the_field_is_named(tmp_path, config_file):
+    path = config_file(
+        rollout={"prompts_per_step": 2}, optim={"warmup_steps": 1}, run={"steps": 2, "checkpoint_every": 1}
+    )
+    out = f"run.out={tmp_path / 'run'}"
+    first = _train(path, out)
+    assert first.returncode == 0, first.stderr
+    assert "step 1/2" in first.stderr and "step 2/2" in first.stderr  # plain progress lines: no terminal here
+    assert (tmp_path / "run" / "train_config.json").is_file()
+
+    changed = _train(path, out, "run.steps=3", "optim.lr=0.001")
+    assert changed.returncode == 2 and "optim.lr: 0.002 -> 0.001" in changed.stderr, changed.stderr
+    assert "run.steps" not in changed.stderr  # running longer is no change of the experiment
+
+    allowed = _train(path, out, "run.steps=3", "optim.lr=0.001", "run.resume_changes=[optim.lr]")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "resumed from step 2" in allowed.stderr
+
+
+def test_sigterm_ends_with_how_to_resume(tmp_path, config_file):
+    path = config_file(rollout={"prompts_per_step": 2}, run={"steps": 1000, "checkpoint_every": 1})
+    out = tmp_path / "run"
+    process = subprocess.Popen([*VERILOOP, str(path), f"run.out={out}"], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (out / "checkpoints" / "step-00000001").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr
+    assert "resume from its last checkpoint with: veriloop train " + str(path) in stderr
