@@ -157,11 +157,21 @@ class _Check:
         return self.config.suite in ("fixed", "both")
 
 
+_shown: Memo[Visible] = Memo()
+
+
 def _shown_calls(config: PythonTestsConfig, task: Task) -> Visible:
-    """Call keys of the examples the model sees: literal calls in the prompt code and the prompt."""
+    """Call keys of the examples the model sees: literal calls in the prompt code and the prompt
+    (cached per text)."""
     prompt = task.prompt if isinstance(task.prompt, str) else "\n".join(m["content"] for m in task.messages())
-    found = example_calls(config.prompt_code, config.entry_point) + example_calls(prompt, config.entry_point)
-    return tuple(sorted(set(found)))
+
+    def compute() -> Visible:
+        found = example_calls(config.prompt_code, config.entry_point)
+        if prompt != config.prompt_code:
+            found += example_calls(prompt, config.entry_point)
+        return tuple(sorted(set(found)))
+
+    return _shown.get((config.prompt_code, prompt, config.entry_point), compute)
 
 
 def _prepare(checks: list[_Check]) -> None:
