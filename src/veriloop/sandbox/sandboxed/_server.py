@@ -10,8 +10,10 @@ that never reads job data. Runs are copies of the template, never of the server 
 earlier runs' code and outputs), so no run can find another's data in its memory. For each job
 
 1. the template clones a child with ``CLONE_PARENT`` (so the child is the server's own, to wait
-   for and account), after checking that its own limits, priority, affinity and OOM score are
-   those it started with; the server sends the job to the child over a pipe, and the child
+   for and account), asked for between jobs so that its making overlaps the host's turnaround,
+   after checking that its own limits, priority, affinity and OOM score are those it started
+   with, and moving to a fresh network namespace if the last run left sockets in its own
+   (TIME_WAIT ones outlive every process); the server sends the job over a pipe, and the child
    unpacks the workspace, applies the rlimits and a seccomp filter that keeps it from signalling
    the template, then runs the Python source in a fresh ``__main__`` (the fast path: a copy of a
    warm process, not an interpreter start) or execs the command;
@@ -373,10 +375,16 @@ def may_make_networks():
 
 
 def socket_counts():
-    """This network namespace's socket counters (in use, orphaned, in TIME_WAIT, memory, per
-    protocol): they differ from a fresh namespace's when a run left a socket behind."""
+    """This network namespace's own socket counters: sockets in use (of every family, orphaned
+    TCP ones included) and TIME_WAIT ones. They differ from a fresh namespace's when a run left a
+    socket behind. (The table's alloc, orphan and mem figures count every namespace: left out.)"""
     with open(SOCKET_TABLE, "rb") as handle:
-        return handle.read()
+        lines = handle.read().split(b"\n")
+    counts = []
+    for line in lines:
+        words = line.split()
+        counts += [words[index + 1] for index, word in enumerate(words) if word in (b"used", b"inuse", b"tw")]
+    return counts
 
 
 def fresh_network():
@@ -443,23 +451,22 @@ class Template:
         theirs.close()
         self.pid = pid
 
-    def spawn(self, fds):
-        """Ask for a run's process holding ``fds``; its pid, or None if the template cannot."""
+    def request(self, fds):
+        """Ask for a run's process holding ``fds``; False if the template is gone."""
         try:
             socket.send_fds(self.requests, [b"c"], fds)
+        except OSError:
+            return False
+        return True
+
+    def answer(self):
+        """The pid of the process last requested, or None if the template could not make it."""
+        try:
             answer = self.requests.recv(4)
         except OSError:
             return None
         pid = struct.unpack("=i", answer)[0] if len(answer) == 4 else -1
         return pid if pid > 0 else None
-
-    def alive(self):
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        pid, _ = os.waitpid(self.pid, os.WNOHANG)
-        return pid == 0
 
 
 GUARDED_CALLS = {  # x86_64: the calls that send a signal to the process named by their first argument
@@ -696,21 +703,40 @@ def empty_mounts():
         os.chmod(mount, mode)
 
 
-def run_job(job, body, template):
+class Child:
+    """The next run's process, asked of the template between jobs (so that its making overlaps
+    the host's reading of the last answer), and the server's ends of its pipes."""
+
+    def __init__(self, template):
+        pipes = [os.pipe() for _ in range(SPAWN_FDS)]
+        theirs = (pipes[0][0], pipes[1][0], pipes[2][1], pipes[3][1], pipes[4][1])
+        self.ends = (pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][0], pipes[4][0])
+        self.template = template
+        self.asked = template.request(theirs)
+        for fd in theirs:
+            os.close(fd)
+
+    def pid(self):
+        """Its pid once the template has made it, or None (its pipes are then closed)."""
+        pid = self.template.answer() if self.asked else None
+        if pid is None:
+            for fd in self.ends:
+                os.close(fd)
+        return pid
+
+
+def run_job(job, body, child):
     enforced = job["enforced"]
     started = time.monotonic()
-    job_r, job_w = os.pipe()
-    stdin_r, stdin_w = os.pipe()
-    stdout_r, stdout_w = os.pipe()
-    stderr_r, stderr_w = os.pipe()
-    report_r, report_w = os.pipe()
-    theirs = (job_r, stdin_r, stdout_w, stderr_w, report_w)
-    pid = template.spawn(theirs) if process_settings() == SETTINGS else None
-    for fd in theirs:
-        os.close(fd)
+    pid = child.pid()
     if pid is None:
-        for fd in (job_w, stdin_w, stdout_r, stderr_r, report_r):
+        return unserved(started)
+    job_w, stdin_w, stdout_r, stderr_r, report_r = child.ends
+    if process_settings() != SETTINGS:
+        os.close(job_w)  # the child exits without a job
+        for fd in (stdin_w, stdout_r, stderr_r, report_r):
             os.close(fd)
+        os.waitpid(pid, 0)
         return unserved(started)
     try:
         write_all(job_w, struct.pack(">I", len(body)) + body)
@@ -722,7 +748,7 @@ def run_job(job, body, template):
     os.kill(pid, signal.SIGKILL)  # the rest once it is reaped: its rusage then counts its own reaped children
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
-    kill_everything(template.pid)
+    kill_everything(TEMPLATE_PID)
     cap = enforced["output_bytes"]
     for fd, buffer in outputs.items():
         os.set_blocking(fd, True)
@@ -759,7 +785,7 @@ def run_job(job, body, template):
     except Exception as exc:
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: %s" % exc)
-    if not template.alive():
+    if os.waitpid(TEMPLATE_PID, os.WNOHANG)[0]:
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: the run ended its template process")
     return reply
@@ -808,6 +834,7 @@ def on_sigint(signum, frame):
 
 
 SETTINGS = None  # process_settings() of this server at start, checked before each job
+TEMPLATE_PID = None  # spared when the server ends a run's processes
 
 
 def main():
@@ -821,20 +848,24 @@ def main():
     sys.dont_write_bytecode = True
     for name in WARM_MODULES:
         __import__(name)
-    global IPC_DENIED, SETTINGS
+    global IPC_DENIED, SETTINGS, TEMPLATE_PID
     IPC_DENIED = ipc_is_denied()
     for mount, mode in SCRATCH_MODES.items():
         os.chmod(mount, mode)  # bubblewrap makes them 0755; the first run gets what every later one does
     SETTINGS = process_settings()
     gc.freeze()  # a run's collections then skip the warm heap instead of copying its pages
     template = Template((control_in, control_out))  # before the first job: it never sees one
+    TEMPLATE_PID = template.pid
     drop_capabilities()  # only the template needs them
+    child = Child(template)
     write_message(control_out, {"ready": True})
     while True:
         body = read_body(control_in)
         if body is None:
             return
-        write_message(control_out, run_job(json.loads(body), body, template))
+        reply = run_job(json.loads(body), body, child)
+        child = Child(template)  # made while the host reads the answer
+        write_message(control_out, reply)
 
 
 if __name__ == "__main__":
