@@ -99,10 +99,10 @@ def test_the_same_key_in_different_objects_is_fine():
 
 def test_a_backtracking_schema_pattern_fails_the_answer_within_the_time_limit():
     schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}}}
-    task = Task(id="t", domain="json", prompt="p", verifier={"kind": "json_schema", "schema": schema, "timeout_s": 1})
+    task = Task(id="t", domain="json", prompt="p", verifier={"kind": "json_schema", "schema": schema})
     honest = verify(task, Response(id="r", task_id="t", response='{"code": "aaa"}'))
     assert honest.passed
     started = time.monotonic()
     hostile = verify(task, Response(id="r", task_id="t", response='{"code": "' + "a" * 40 + '!"}'))
-    assert time.monotonic() - started < 10  # the match alone would take hours
-    assert hostile.status == "scored" and not hostile.passed and "ran past 1 s" in hostile.detail
+    assert time.monotonic() - started < 15  # the match alone would take hours
+    assert hostile.status == "scored" and not hostile.passed and "ran past 5 s" in hostile.detail

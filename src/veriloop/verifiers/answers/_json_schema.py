@@ -7,7 +7,7 @@ string holding one). Validation uses the schema's own draft (2020-12 when it nam
 ``format`` keywords are annotations only, as the standard says by default. Validation runs in
 the killable check pool (``_json_schema_check.py``): a schema's ``pattern`` is a regular
 expression, and a crafted string can make it backtrack for hours; a validation that passes
-``timeout_s`` fails the answer.
+``VALIDATION_TIMEOUT_S`` fails the answer.
 
 Only standard JSON (RFC 8259) is read: ``NaN``, ``Infinity`` and numbers too large for a float
 (which Python would read as infinite) are refused, since a non-finite number satisfies no
@@ -29,6 +29,8 @@ from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, r
 from veriloop.verifiers.answers._check_pool import CheckTimeout, shared_pool
 
 JSON_SCHEMA_CHECK = "veriloop.verifiers.answers._json_schema_check:validate_json"
+VALIDATION_TIMEOUT_S = 5.0
+"""Hard wall-clock limit of one validation; past it the answer fails."""
 
 _FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _NOT_JSON = object()
@@ -70,9 +72,6 @@ class JsonSchemaConfig(VerifierConfig):
     )
     match_gold: bool = Field(default=False, description="the value must also equal the task's gold")
     max_chars: int = Field(default=200_000, ge=1, description="longer responses score 0 unread")
-    timeout_s: float = Field(
-        default=5.0, gt=0, le=600, description="hard wall-clock limit of validation; past it the answer fails"
-    )
 
     @field_validator("json_schema")
     @classmethod
@@ -172,12 +171,12 @@ def check_json_schema(config: JsonSchemaConfig, task: Task, response: str) -> Ve
         )
     request = {"schema": json.dumps(config.json_schema, sort_keys=True), "value": value_text}
     try:
-        found = shared_pool(JSON_SCHEMA_CHECK).call(request, config.timeout_s)
+        found = shared_pool(JSON_SCHEMA_CHECK).call(request, VALIDATION_TIMEOUT_S)
     except CheckTimeout:
         return Verdict(
             0.0,
             False,
-            detail=f"schema validation ran past {config.timeout_s:g} s and was stopped",
+            detail=f"schema validation ran past {VALIDATION_TIMEOUT_S:g} s and was stopped",
             feedback="The JSON could not be checked against the schema in time.",
         )
     if found.get("too_deep"):
