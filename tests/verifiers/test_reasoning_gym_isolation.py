@@ -108,6 +108,13 @@ def test_restating_the_problem_is_not_an_answer():
     assert respond(integral, f"<answer>{integral.gold}</answer>").reward == 1.0
 
 
+def test_power_towers_are_refused_not_timed_out():
+    task = first("simple_integration")
+    for tower in ("x**9**9**9", "x**(9**9)", "9**999999*x", "x**(99999/2)"):
+        score = respond(task, f"<answer>{tower}</answer>")
+        assert score.status == "scored" and score.reward == 0.0 and "exponents" in score.detail, score.detail
+
+
 def test_the_raw_scorer_stays_available_in_its_box():
     task = first("puzzle24")
     raw = task.model_copy(update={"verifier": {**task.verifier, "raw_scorer": True}})

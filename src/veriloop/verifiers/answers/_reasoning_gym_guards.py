@@ -18,7 +18,8 @@ decides, from the text alone, whether the answer is plain data of the expected s
   elementary functions. No attribute access, subscripts, strings, keywords or other calls,
   so neither ``__import__`` nor the unevaluated ``Integral(...)`` (a restatement of the
   problem, which a derivative check would accept) gets through. Expanded polynomials must
-  carry no parentheses, so restating the product to be expanded is not an answer.
+  carry no parentheses, so restating the product to be expanded is not an answer. Exponents
+  are small numbers (or a small fraction), so no power tower stalls the scorer.
 
 ``guard_problem(dataset, answer, entry)`` is the problem text, or None when the answer may be
 scored. Datasets without a guard are scored as they are. Standard library only.
@@ -45,6 +46,7 @@ _ARITHMETIC_OPS = frozenset({"+", "-", "*", "/", "**"})
 _ARITHMETIC_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd)
 _NUMBER = re.compile(r"\d+(\.\d+)?")
 MAX_GUARDED_CHARS = 10_000
+MAX_EXPONENT = 100  # sympy expands powers eagerly: 9**9**9 would run past any time limit
 
 
 def _parsed(answer: str) -> ast.Expression | None:
@@ -89,6 +91,16 @@ def _tokens(answer: str) -> list[tokenize.TokenInfo] | None:
         return None
 
 
+def _small_exponent(rest: list[tokenize.TokenInfo]) -> bool:
+    """Whether the exponent at the start of ``rest`` is ``N`` or ``(N/M)``, small numbers (no power towers)."""
+    words = [t.string for t in rest[:6]]
+    if words[:1] and words[0].isdigit():
+        return int(words[0]) <= MAX_EXPONENT and words[1:2] != ["**"]
+    if len(words) >= 5 and words[0] == "(" and words[2] == "/" and words[4] == ")" and words[5:6] != ["**"]:
+        return words[1].isdigit() and words[3].isdigit() and max(int(words[1]), int(words[3])) <= MAX_EXPONENT
+    return False
+
+
 def symbolic_expression(parentheses: bool) -> Guard:
     """A guard for sympy-parsed expressions (``parentheses``: whether grouping is allowed)."""
     allowed_ops = _ARITHMETIC_OPS | ({"(", ")"} if parentheses else set())
@@ -101,6 +113,8 @@ def symbolic_expression(parentheses: bool) -> Guard:
             return "the answer is not an expression"
         for position, token in enumerate(tokens):
             following = tokens[position + 1].string if position + 1 < len(tokens) else ""
+            if token.string == "**" and not _small_exponent(tokens[position + 1 :]):
+                return f"exponents may be numbers up to {MAX_EXPONENT} or a fraction of such numbers in parentheses"
             if token.type == tokenize.NUMBER and _NUMBER.fullmatch(token.string):
                 continue
             if token.type == tokenize.OP and token.string in allowed_ops:
