@@ -17,7 +17,9 @@ holds the gold answer next to other words or numbers (``41 42``, ``it is 42 or 4
 0 if the gold is short (at most ``SHORT_GOLD_WORDS`` words) or if the scorer gave less than a
 pass; so neither a list of candidates nor the gold buried in a sentence collects the partial
 credit of lenient scorers (reasoning-gym's default gives ``len(gold) / len(answer)`` to any
-answer containing the gold). ``hedges: lenient`` keeps the scorer's own score.
+answer containing the gold). The committed answer is the tagged one, or without a tag the
+whole response: so reasoning followed by an untagged short answer counts as a hedge, and the
+importer's instruction asks for the tag. ``hedges: lenient`` keeps the scorer's own score.
 """
 
 from __future__ import annotations
