@@ -23,6 +23,8 @@ from typing import Any
 
 _SANDBOXED = Path(__file__).parent / "sandboxed"
 _SHARED = ("_wire", "_channel")
+_HELPERS = {"_tests_process": ("_expected_raises",)}
+"""Further modules a harness needs, sent after the shared ones."""
 
 
 @functools.cache
@@ -53,7 +55,7 @@ TAG_PROBE = f"import sys as _sys\nprint({_TAG_EXPRESSION})\n"
 
 @functools.cache
 def _harness(module: str) -> tuple[str, str]:
-    source = "".join(_module_source(name) for name in (*_SHARED, module))
+    source = "".join(_module_source(name) for name in (*_SHARED, *_HELPERS.get(module, ()), module))
     return source, compiled_blob(compile(source, f"<{module}>", "exec", optimize=2))
 
 

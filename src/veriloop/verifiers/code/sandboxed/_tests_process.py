@@ -14,12 +14,14 @@ One process may evaluate several items (one task's tests against one candidate's
 each), each in a fresh namespace: everything here is the task set's own code and plain
 data, so batching saves process starts without mixing any candidate's code.
 
-Sent into the sandbox after ``_wire`` and ``_channel``; the imports below are stripped.
+Sent into the sandbox after ``_wire``, ``_channel`` and ``_expected_raises``; the imports below
+are stripped.
 """
 
 import ast
 
 from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._expected_raises import CURRENT, install_expected_raises  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value, dumps_value  # sandbox: strip
 
 TESTS_FILE = "<tests>"
@@ -428,92 +430,6 @@ def instrument(source, entry_point):
     return compile(tree, TESTS_FILE, "exec"), check is not None
 
 
-_CURRENT = {}
-"""The CaseLog of the item being evaluated, for the expected-exception helpers below."""
-
-
-def _report_expected(passed, what):
-    import sys
-
-    case = _CURRENT.get("case")
-    if case is not None:
-        frame = sys._getframe(2)
-        line = frame.f_lineno if frame.f_code.co_filename == TESTS_FILE else 0
-        case(line, what, passed, None)
-
-
-class _Raises:
-    """``pytest.raises`` where pytest is not installed: context manager or callable form.
-
-    Raising the expected exception is a passed case and raising nothing a failed one (the
-    tests carry on); any other exception propagates, as under pytest."""
-
-    def __init__(self, expected, *args, match=None, **kwargs):
-        self.expected, self.match, self.value, self.type = expected, match, None, None
-        if args:
-            with self:
-                args[0](*args[1:], **kwargs)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, value, traceback):
-        import re
-
-        if kind is None:
-            _report_expected(False, f"pytest.raises({_name_of(self.expected)})")
-            return True
-        if not issubclass(kind, self.expected):
-            return False
-        self.value, self.type = value, kind
-        passed = self.match is None or re.search(self.match, str(value)) is not None
-        _report_expected(passed, f"pytest.raises({_name_of(self.expected)}, match={self.match!r})")
-        return True
-
-
-def _name_of(expected):
-    names = expected if isinstance(expected, tuple) else (expected,)
-    return ", ".join(getattr(klass, "__name__", "?") for klass in names)
-
-
-def _install_expected_exception_helpers():
-    """A minimal ``pytest`` (``raises``, ``fail``) when none is importable, and unittest's
-    ``assertRaises`` counted as a case that, when nothing is raised, fails and carries on."""
-    import sys
-    import types
-    import unittest.case
-
-    if "pytest" not in sys.modules:
-        try:
-            import pytest  # noqa: F401
-        except ImportError:
-            module = types.ModuleType("pytest")
-            module.raises = _Raises
-
-            def fail(reason=""):
-                raise AssertionError(reason)
-
-            module.fail = fail
-            sys.modules["pytest"] = module
-    context = unittest.case._AssertRaisesContext
-    if getattr(context, "_vl_counted", False):
-        return
-    original = context.__exit__
-
-    def __exit__(self, kind, value, traceback):
-        try:
-            handled = original(self, kind, value, traceback)
-        except self.failureException:
-            _report_expected(False, f"assertRaises({_name_of(self.expected)})")
-            return True
-        if handled:
-            _report_expected(True, f"assertRaises({_name_of(self.expected)})")
-        return handled
-
-    context.__exit__ = __exit__
-    context._vl_counted = True
-
-
 def load_tests(prompt_code, tests, entry_point):
     """``(prompt code object, tests code object, defines_check)``; raises on bad code."""
     return (compile(prompt_code, PROMPT_FILE, "exec"), *instrument(tests, entry_point))
@@ -545,9 +461,9 @@ def _evaluate(item, job, loaded):
     cases = CaseLog(proxy, item.get("visible", ()))
     namespace[item["entry_point"]] = proxy
     namespace["_vl_case"] = cases
-    _CURRENT["case"] = cases
+    CURRENT["case"] = cases
     if "raises" in item["tests"] or "Raises" in item["tests"]:  # importing unittest costs a run ~10 ms
-        _install_expected_exception_helpers()
+        install_expected_raises()
     random.seed(item["seed"])
     aborted = None
     if defines_check:
