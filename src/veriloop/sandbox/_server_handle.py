@@ -130,21 +130,28 @@ class _AtRest:
         self._init_pid = init_pid
         self._children = os.open(f"/proc/{init_pid}/task/{init_pid}/children", os.O_RDONLY | os.O_CLOEXEC)
         self._seen: dict[int, tuple[tuple[int, ...], tuple]] = {}  # pid -> (its open /proc files, settings)
+        self._blind = False  # set when this host may not read them: the server's own checks are all there is
 
     def unchanged(self) -> bool:
-        """Whether every process still runs with the settings it was first seen with."""
+        """Whether the same processes still run, each with the settings it was first seen with
+        (the first call only looks)."""
+        if self._blind:
+            return True
         try:
-            for pid in (self._init_pid, *map(int, os.pread(self._children, 4096, 0).split())):
-                if pid not in self._seen:
+            pids = {self._init_pid, *map(int, os.pread(self._children, 4096, 0).split())}
+            if not self._seen:
+                for pid in pids:
                     files = self._open(pid)
                     self._seen[pid] = (files, _settings(pid, files))
-                elif _settings(pid, self._seen[pid][0]) != self._seen[pid][1]:
-                    return False
-        except PermissionError:  # not readable from this host: the server's own checks are all there is
+                return True
+            return pids == self._seen.keys() and all(
+                _settings(pid, files) == first for pid, (files, first) in self._seen.items()
+            )
+        except PermissionError:
+            self._blind = True
             return True
         except OSError:  # a process of the idle sandbox ended
             return False
-        return True
 
     @staticmethod
     def _open(pid: int) -> tuple[int, ...]:
