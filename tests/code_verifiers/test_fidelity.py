@@ -38,6 +38,13 @@ def test_stdio_numbers_mode_compares_integers_exactly_and_reads_ascii_digits_onl
     assert result.status == "scored" and result.passed is passes, result.detail
 
 
+def test_stdio_reads_other_scripts_digits_when_the_task_says_so(code):
+    task = stdio_task("3")
+    task = task.model_copy(update={"verifier": {**task.verifier, "unicode_digits": True}})
+    assert code.score(task, code.fenced("print('\u0663')")).passed
+    assert not code.score(task, code.fenced("print('\u0664')")).passed
+
+
 def scores(task: Task, *programs: str) -> list:
     """Scores of several programs for one task, verified together in one batch."""
     pairs = [(task, Response(id=f"r{i}", task_id=task.id, response=p)) for i, p in enumerate(programs)]

@@ -13,6 +13,7 @@ import decimal
 import math
 import random
 import re
+import unicodedata
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -44,6 +45,11 @@ class StdioConfig(VerifierConfig):
     )
     case_sensitive: bool = Field(default=True, description="compare letter case")
     rel_tol: float = Field(default=1e-6, ge=0, le=1, description="tolerance of numbers under compare 'numbers'")
+    unicode_digits: bool = Field(
+        default=False,
+        description="under compare 'numbers', also read digits of other scripts ('\u0663' as 3); "
+        "off: only ASCII digits are numbers",
+    )
     suite: Literal["fixed", "dynamic", "both"] = Field(
         default="fixed", description="fixed cases, dynamic inputs judged by the gold program, or both"
     )
@@ -83,7 +89,14 @@ def outputs_match(got: str, want: str, config: StdioConfig) -> bool:
     a, b = normalise_output(got, config), normalise_output(want, config)
     if config.compare != "numbers":
         return a == b
+    if config.unicode_digits:
+        a, b = [_ascii_digits(token) for token in a], [_ascii_digits(token) for token in b]
     return len(a) == len(b) and all(_token_match(x, y, config.rel_tol) for x, y in zip(a, b))
+
+
+def _ascii_digits(token: str) -> str:
+    """``token`` with each decimal digit of any script written as its ASCII digit."""
+    return "".join(str(unicodedata.decimal(char)) if char.isdecimal() else char for char in token)
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
