@@ -6,7 +6,11 @@ reward of 0 with ``on_timeout: zero``). It never hangs the caller and never reli
 signals, so it works from threads, thread pools and worker processes alike.
 
 Hedging gets no credit: several final answers that are not all equivalent, or one final answer
-that offers alternatives ("7 or 8", "7, 8"), score 0 when the gold answer is a single value.
+that offers alternatives ("7 or 8", "7, 8", "7 \\text{ or maybe } 8"), score 0 when the gold
+answer is a single value. When the gold answer is a number, so must the final answer be: an
+expression that evaluates to it ("37 \\cdot 43", a binomial, a sum) scores 0. Percent signs are
+read as units, never as a factor of 1/100; every minus sign (U+2212 too) is a minus; an interval
+is one answer and never equals a finite set (see ``_math_check.py``).
 """
 
 from __future__ import annotations
