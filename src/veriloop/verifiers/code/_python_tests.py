@@ -3,12 +3,18 @@
 The robust shape of docs/architecture.md, in three places:
 
 1. The candidate's process (sandboxed) defines the answer's program and calls the entry
-   point on each test input; it sends back each result as plain data (``_wire``). It never
-   sees an expected output.
+   point on each test input; it sends back each result as plain data (``_wire``): the value,
+   or the exception's message and class names, and any argument the call changed in place;
+   a generator's items; for another object (a closure, an instance), a handle whose uses
+   (calls, attributes, len, str, ...) are further call keys, answered by replaying them. It
+   never sees an expected output.
 2. The test process (sandboxed, separate) runs the task's own test code, whose asserts are
    rewritten to record pass or fail; the function under test is a proxy answering from the
-   plain results. The inputs the tests use are learned by running the tests once with no
-   results known (cached per task); inputs that depend on earlier results take another round.
+   plain results: it raises the candidate's exception as its own class (so ``except``,
+   ``pytest.raises`` and ``assertRaises`` catch it), changes arguments as the candidate did,
+   and never lets a returned object compare by its own rules. The inputs the tests use are
+   learned by running the tests once with no results known (cached per task); inputs that
+   depend on earlier results take another round, up to ``MAX_ROUNDS``.
    A suite that is pure data (literal calls compared to literals, ``_literal_tests``) needs
    no test process: its expected values are read from the source without running it.
 3. The host adds up the verdict, compares dynamic tests against the reference's outputs and
@@ -19,6 +25,8 @@ function is a case, and tests that stop early count their unreached cases as fai
 that test only examples shown in the prompt (literal calls in the prompt or its code) earn
 nothing: when the tests hold other cases, a visible case passed is left out and a visible case
 failed counts as failed, so hard-coding the examples scores 0 and a pass needs the hidden ones.
+Integers compare exactly. One response's failure (a huge value, tests that cannot finish on
+its results, a grader exception while scoring it) is that response's alone in a batch.
 """
 
 from __future__ import annotations
