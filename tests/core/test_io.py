@@ -148,3 +148,11 @@ def test_one_mistake_on_every_row_is_one_line(tmp_path):
     assert scattered == ["t.jsonl: lines 2, 4, 6, 8, 10, 12, 14, 16 and 12 more: bad"]
     many = RowErrors([f"t.jsonl: line {n}: problem {n}" for n in range(1, 101)]).lines()
     assert len(many) == 51 and many[-1] == "... and 50 more problems"
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_row(tmp_path):
+    from veriloop.core import iter_jsonl_objects
+
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"a": 1}\n{"b": 2}\n')
+    assert list(iter_jsonl_objects(path)) == [(1, {"a": 1}, None), (2, {"b": 2}, None)]

@@ -124,3 +124,12 @@ def test_a_shared_prompt_is_prefilled_once_and_samples_do_not_depend_on_it(tiny_
     alone = [engine.generate([CHAT], params)[0], engine.generate([other], params)[0]]
     for together, by_itself in zip(shared, alone):
         assert [(s.token_ids, s.logprobs) for s in together] == [(s.token_ids, s.logprobs) for s in by_itself]
+
+
+def test_a_cuda_device_without_cuda_is_a_user_error(tiny_model_dir):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(UserError, match="no CUDA device"):
+        create_engine("hf", model=str(tiny_model_dir), device="cuda")

@@ -148,3 +148,10 @@ def test_import_refuses_to_write_a_set_whose_gold_fails_its_verifier(tmp_path, r
     assert result.returncode == 2 and f"{out}: line 2: " in result.stderr and "gold" in result.stderr
     assert not out.exists() and not list(tmp_path.glob(".qa_tasks*"))  # nothing written, nothing left behind
     assert run_cli(*args, "--verifier", digits, "--skip-gold-check").returncode == 0 and out.exists()
+
+
+def test_an_empty_task_file_is_an_error(tmp_path, run_cli):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    result = run_cli("tasks", "validate", str(empty))
+    assert result.returncode == 2 and f"{empty}: holds no tasks" in result.stderr

@@ -53,4 +53,11 @@ def test_a_killed_run_resumes_and_reproduces_the_next_steps(tmp_path, config_fil
     from veriloop.training._ledger import ledger_summary, read_ledger
 
     assert read_ledger(killed_out) == read_ledger(tmp_path / "straight")  # each prompt accounted for once
+    from veriloop.rollout import TrajectoryStore
+
+    # What the killed run stored after its last checkpoint was rolled back with the steps.
+    kept = [(t.task_id, t.sample_index, t.policy_version) for t in TrajectoryStore(killed_out / "trajectories")]
+    assert kept == [
+        (t.task_id, t.sample_index, t.policy_version) for t in TrajectoryStore(tmp_path / "straight" / "trajectories")
+    ]
     assert ledger_summary(read_ledger(killed_out))["exactly_once"]

@@ -44,3 +44,17 @@ def test_sigterm_ends_with_how_to_resume(tmp_path, config_file):
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 130, stderr
     assert "resume from its last checkpoint with: veriloop train " + str(path) in stderr
+
+
+def test_group_relative_estimators_need_two_samples_per_group(tiny_model_dir):
+    import pytest
+
+    from veriloop.core import UserError
+    from veriloop.training import load_config
+
+    for estimator in ("grpo", "dr_grpo", "rloo"):
+        with pytest.raises(UserError, match="needs rollout.group_size >= 2"):
+            load_config(
+                None, [f"model.path={tiny_model_dir}", "rollout.group_size=1", f"algorithm.advantage={estimator}"]
+            )
+    load_config(None, [f"model.path={tiny_model_dir}", "rollout.group_size=1", "algorithm.advantage=reinforce_pp"])

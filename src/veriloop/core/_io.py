@@ -97,6 +97,8 @@ def iter_jsonl_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any,
     _open_input(source)
     with source.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a byte-order mark, as some editors write: not part of the first row
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:

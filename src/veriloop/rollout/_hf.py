@@ -40,6 +40,10 @@ def load_model_and_tokenizer(model: str | Path, device: str = "cpu", dtype: str 
 
     quiet_transformers()
     path = Path(model)
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(
+            f"--device {device}: this torch has no CUDA device (torch {torch.__version__}); use --device cpu"
+        )
     if not (path / "config.json").is_file():
         raise UserError(f"{path}: not a model directory (no config.json)")
     if dtype == "auto":

@@ -45,6 +45,11 @@ class TrajectoryStore:
         write_parquet(path, batch)
         return path
 
+    def keep_parts(self, count: int) -> None:
+        """Delete every part after the first ``count`` (a resumed run drops what its rolled-back steps stored)."""
+        for part in self.parts()[count:]:
+            part.unlink()
+
     def __iter__(self) -> Iterator[Trajectory]:
         for part in self.parts():
             for row in read_parquet_rows(part):

@@ -82,6 +82,8 @@ def check_task_file(path: str | os.PathLike[str], gold: bool = False) -> TaskSet
             errors.append(f"{where}: {problem}")
             continue
         tasks.append(task)
+    if not tasks and not errors:
+        errors.append(f"{path}: holds no tasks")
     if gold:
         errors += gold_failures(path, [(first_line[task.id], task) for task in tasks])
     return TaskSetCheck(path=str(path), tasks=tuple(tasks), errors=tuple(errors))

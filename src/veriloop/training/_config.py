@@ -145,6 +145,9 @@ class PipelineSection(Section):
     stall_after_s: float = Field(default=300.0, gt=0, description="report a phase that made no progress for this long")
 
 
+GROUP_RELATIVE = frozenset({"grpo", "dr_grpo", "rloo"})  # advantages from a group's own samples
+
+
 class TrainConfig(Section):
     plugins: list[str] = Field(
         default_factory=list,
@@ -167,8 +170,11 @@ class TrainConfig(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
-        if self.algorithm.advantage == "rloo" and self.rollout.group_size < 2:
-            raise ValueError("rloo needs rollout.group_size >= 2")
+        if self.algorithm.advantage in GROUP_RELATIVE and self.rollout.group_size < 2:
+            raise ValueError(
+                f"algorithm.advantage={self.algorithm.advantage} compares the samples of a group, so it needs "
+                "rollout.group_size >= 2 (one sample alone always gets advantage 0)"
+            )
         if self.schedule.mixture and self.data.train:
             raise ValueError("set data.train or schedule.mixture, not both")
         if self.schedule.normalization != "none" and self.algorithm.advantage == "grpo":

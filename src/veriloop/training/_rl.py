@@ -503,7 +503,11 @@ class RLTrainer:
                 self.optimizer,
                 self.scheduler,
                 sampler_state,
-                {"policy_version": self.version, "draws": self.draws},
+                {
+                    "policy_version": self.version,
+                    "draws": self.draws,
+                    "trajectory_parts": len(self.store.parts()) if self.store is not None else 0,
+                },
                 self.config.run.keep_checkpoints,
             )
 
@@ -525,6 +529,8 @@ class RLTrainer:
         self.draws = state["extra"].get("draws", 0)
         self.ledger.truncate(self.draws)
         self.metrics.truncate_after(self.step_index)
+        if self.store is not None and "trajectory_parts" in state["extra"]:
+            self.store.keep_parts(state["extra"]["trajectory_parts"])  # the rolled-back steps' trajectories go
 
     def _schedule_metrics(self, groups: list[list[Trajectory]]) -> dict[str, Any]:
         """Per-domain accounting and ``domain/<name>/...`` metrics of the step (schedule only)."""
