@@ -242,7 +242,9 @@ def normalise_signs(text: str) -> str:
 
 
 def _unwrap_text(candidate: str) -> str:
-    return _TEXT_BLOCK.sub(lambda m: f" {m.group(1)} ", candidate)
+    """``candidate`` with each ``\\text{...}`` replaced by its words; parentheses in the words are
+    prose ("7 \\text{ (or 8)}"), not brackets of an interval, so they become spaces."""
+    return _TEXT_BLOCK.sub(lambda m: " " + m.group(1).replace("(", " ").replace(")", " ") + " ", candidate)
 
 
 def _bracket_depths(text: str) -> list[int]:
