@@ -133,25 +133,31 @@ class _AtRest:
         self._blind = False  # set when this host may not read them: the server's own checks are all there is
 
     def unchanged(self) -> bool:
-        """Whether the same processes still run, each with the settings it was first seen with
-        (the first call only looks)."""
+        """Whether each process still runs with the settings it was first seen with. A process
+        seen for the first time (one the server made ready for the next run, say) is only looked
+        at; one gone for good (reaped) is forgotten."""
         if self._blind:
             return True
         try:
             pids = {self._init_pid, *map(int, os.pread(self._children, 4096, 0).split())}
-            if not self._seen:
-                for pid in pids:
+            for pid in self._seen.keys() - pids:
+                self._forget(pid)
+            for pid in pids:
+                if pid not in self._seen:
                     files = self._open(pid)
                     self._seen[pid] = (files, _settings(pid, files))
-                return True
-            return pids == self._seen.keys() and all(
-                _settings(pid, files) == first for pid, (files, first) in self._seen.items()
-            )
+                elif _settings(pid, self._seen[pid][0]) != self._seen[pid][1]:
+                    return False
         except PermissionError:
             self._blind = True
-            return True
         except OSError:  # a process of the idle sandbox ended
             return False
+        return True
+
+    def _forget(self, pid: int) -> None:
+        files, _ = self._seen.pop(pid)
+        for fd in files:
+            os.close(fd)
 
     @staticmethod
     def _open(pid: int) -> tuple[int, ...]:
@@ -166,9 +172,9 @@ class _AtRest:
         return tuple(files)
 
     def close(self) -> None:
-        for fd in (self._children, *(fd for files, _ in self._seen.values() for fd in files)):
-            os.close(fd)
-        self._seen = {}
+        for pid in list(self._seen):
+            self._forget(pid)
+        os.close(self._children)
 
 
 def _settings(pid: int, files: tuple[int, ...]) -> tuple:
