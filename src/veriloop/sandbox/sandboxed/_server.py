@@ -582,21 +582,24 @@ def others(spare):
 def kill_everything(spare):
     """SIGKILL every process of this namespace but this server and ``spare`` (the template), and
     reap them all. A process the kill missed was forked by one it reached, and an orphan becomes
-    this server's child once its parent is reaped: the next round gets both."""
+    this server's child once its parent is reaped: the next round gets both. Returns whether
+    ``spare`` was reaped (it died)."""
+    spare_reaped = False
     while True:
         pids = others(spare)
         if not pids:
-            return
+            return spare_reaped
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for pid in pids:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass  # not (yet) this server's child; reparented to it when its parent is reaped
+        try:
+            reaped, _ = os.waitpid(-1, 0)  # blocks until one of them is gone, rather than spinning
+        except ChildProcessError:
+            time.sleep(0.001)  # none is this server's child yet: their parents are still exiting
+            continue
+        spare_reaped = spare_reaped or reaped == spare
 
 
 def classify(enforced, ending, wait_status, usage, stderr, note):
@@ -748,7 +751,7 @@ def run_job(job, body, child):
     os.kill(pid, signal.SIGKILL)  # the rest once it is reaped: its rusage then counts its own reaped children
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
-    kill_everything(TEMPLATE_PID)
+    template_died = kill_everything(TEMPLATE_PID)
     cap = enforced["output_bytes"]
     for fd, buffer in outputs.items():
         os.set_blocking(fd, True)
@@ -785,7 +788,7 @@ def run_job(job, body, child):
     except Exception as exc:
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: %s" % exc)
-    if os.waitpid(TEMPLATE_PID, os.WNOHANG)[0]:
+    if template_died or os.waitpid(TEMPLATE_PID, os.WNOHANG)[0]:
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: the run ended its template process")
     return reply
