@@ -72,7 +72,9 @@ def _valid(frame: dict[str, Any], count: int) -> bool:
     if type(index) is not int or not 0 <= index < count:
         return False
     mutated = frame.get("mutated", [])
-    if type(mutated) is not list or not all(type(m) is list and len(m) == 2 for m in mutated):
+    if type(mutated) is not list or not all(
+        type(m) is list and len(m) == 2 and type(m[0]) in (int, str) for m in mutated
+    ):
         return False
     try:
         for _, value in mutated:
