@@ -118,3 +118,17 @@ def test_bad_sft_rows_are_reported_by_line(tmp_path, tiny_model_dir, run_cli):
     result = run_cli("sft", str(config))
     assert result.returncode == 2
     assert f"{data}: line 2:" in result.stderr
+
+
+def test_saved_models_ask_servers_to_sample(tiny_model_dir, tmp_path):
+    """Without do_sample in generation_config.json, transformers serve and vLLM decode greedily."""
+    import json
+
+    from veriloop.training._model import load_policy, save_final
+    from veriloop.training._config import ModelSection
+
+    assert json.loads((tiny_model_dir / "generation_config.json").read_text())["do_sample"] is True
+    model, tokenizer = load_policy(ModelSection(path=str(tiny_model_dir)))
+    model.generation_config.do_sample = False
+    save_final(model, tokenizer, tmp_path / "final")
+    assert json.loads((tmp_path / "final" / "generation_config.json").read_text())["do_sample"] is True

@@ -46,12 +46,20 @@ def reference_model(policy: Any, section: ModelSection) -> Any:
     return reference
 
 
+def mark_as_sampling_policy(model: Any) -> None:
+    """Record ``do_sample`` in the model's generation config: without it, servers that read the file
+    (``transformers serve``, vLLM) decode greedily whatever temperature a request asks for."""
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.do_sample = True
+
+
 def save_final(model: Any, tokenizer: Any, out: Path) -> Path:
     """Save the policy as a plain HF model directory (LoRA adapters merged into a copy)."""
     to_save = model
     if hasattr(model, "merge_and_unload"):
         to_save = copy.deepcopy(model).merge_and_unload()
     out.mkdir(parents=True, exist_ok=True)
+    mark_as_sampling_policy(to_save)
     to_save.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out

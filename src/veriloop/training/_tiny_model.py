@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from veriloop.training._model import mark_as_sampling_policy
+
 # The pattern of Qwen2's pre-tokenizer, with single digits (\p{N}) as their own pieces.
 _SPLIT_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -122,6 +124,7 @@ def init_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None) -> P
     model = Qwen2ForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
+    mark_as_sampling_policy(model)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
