@@ -29,12 +29,18 @@ def endpoint(tiny_engine):
 
     app, log = FastAPI(), {"answered": 0, "refused": 0}
 
+    @app.post("/one/v1/chat/completions")
+    async def one_choice(request: Request):  # a server that ignores n, as some do
+        body = await request.json()
+        log["single"] = log.get("single", 0) + 1
+        return await chat(request, {**body, "n": 1})
+
     @app.post("/v1/chat/completions")
-    async def chat(request: Request):
+    async def chat(request: Request, body: dict | None = None):
         if request.headers.get("authorization") != f"Bearer {KEY}":
             log["refused"] += 1
             return JSONResponse({"error": "missing or wrong key"}, status_code=401)
-        body = await request.json()
+        body = body or await request.json()
         params = SamplingParams(
             n=body["n"], temperature=body["temperature"], max_tokens=body["max_tokens"], seed=body.get("seed")
         )
@@ -128,3 +134,15 @@ def test_eval_that_scored_nothing_exits_non_zero_with_the_cause(tmp_path, run_cl
     assert "error: no sample was scored" in done.stderr and "generation failed: " in done.stderr
     summary = load_run(tmp_path / "down").summary
     assert summary["pass@1"] is None and summary["scored_samples"] == 0
+
+
+def test_a_server_that_ignores_n_is_asked_once_per_missing_sample(endpoint, monkeypatch):
+    url, log = endpoint
+    monkeypatch.setenv("EVAL_TEST_KEY", KEY)
+    engine = OpenAIEngine("tiny", url.replace("/v1", "/one/v1"), api_key_env="EVAL_TEST_KEY", max_retries=0)
+    before = log.get("single", 0)
+    [samples] = engine.generate(
+        [[{"role": "user", "content": "What is 2 + 3?"}]], SamplingParams(n=4, max_tokens=6, seed=3)
+    )
+    assert log["single"] - before == 4 and len(samples) == 4
+    assert all(s.finish_reason != "error" for s in samples), [s.error for s in samples]

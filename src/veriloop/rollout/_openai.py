@@ -86,11 +86,24 @@ class OpenAIEngine:
             payload, error = await self._post_with_retries(client, body)
         if payload is None:
             return [Sample(text="", token_ids=(), logprobs=(), finish_reason="error", error=error)] * params.n
-        samples = [_sample_from_choice(choice) for choice in payload.get("choices", [])]
-        samples += [Sample("", (), (), "error", error="server returned fewer choices than n")] * (
-            params.n - len(samples)
-        )
-        return samples[: params.n]
+        samples = [_sample_from_choice(choice) for choice in payload.get("choices", [])][: params.n]
+        if 0 < len(samples) < params.n:  # a server that ignores n: the rest one request each
+            singles = [self._single(client, limit, body, index) for index in range(len(samples), params.n)]
+            samples += await asyncio.gather(*singles)
+        samples += [Sample("", (), (), "error", error="server returned no choices")] * (params.n - len(samples))
+        return samples
+
+    async def _single(self, client: Any, limit: asyncio.Semaphore, body: dict[str, Any], index: int) -> Sample:
+        """Sample ``index`` of a request, asked for alone (its own seed when the request had one)."""
+        alone = {**body, "n": 1}
+        if "seed" in body:
+            alone["seed"] = body["seed"] + index
+        async with limit:
+            payload, error = await self._post_with_retries(client, alone)
+        choices = (payload or {}).get("choices") or []
+        if not choices:
+            return Sample("", (), (), "error", error=error or "server returned no choices")
+        return _sample_from_choice(choices[0])
 
     async def _post_with_retries(self, client: Any, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         import httpx
