@@ -150,3 +150,15 @@ def test_remote_backend_reports_a_wrong_token_or_no_service(service):
         Sandbox(backend="remote", url=service, token="wrong")
     with pytest.raises(SandboxUnavailable, match="unreachable"):
         Sandbox(backend="remote", url=f"http://127.0.0.1:{_free_port()}")
+
+
+def test_a_token_in_the_url_works_for_clients_that_take_only_a_url(service):
+    """SandboxFusion's client and verl's sandbox reward take a URL: its user:password@ becomes HTTP Basic."""
+    code = {"code": "print(6 * 7)", "language": "python"}
+    with_token = service.replace("://", f"://veriloop:{TOKEN}@")
+    answer = httpx.post(f"{with_token}/run_code", json=code, timeout=60)
+    assert answer.status_code == 200 and answer.json()["run_result"]["stdout"] == "42\n"
+    wrong = service.replace("://", "://veriloop:not-the-token@")
+    assert httpx.post(f"{wrong}/run_code", json=code, timeout=60).status_code == 401
+    garbled = {"Authorization": "Basic !!!not-base64"}
+    assert httpx.post(f"{service}/run_code", json=code, headers=garbled, timeout=60).status_code == 401

@@ -1,7 +1,9 @@
 """The sandbox as an HTTP service: SandboxFusion's ``POST /run_code`` and our ``POST /v1/exec``.
 
 Guards, outermost first: a request body over the cap is refused (413) before anything reads
-it; with a token, every request needs ``Authorization: Bearer <token>`` (401); without one,
+it; with a token, every request needs ``Authorization: Bearer <token>``, or HTTP Basic with the
+token as the password (any user name), which a URL can carry for clients that take only a URL
+(``http://veriloop:TOKEN@host:port``, as SandboxFusion's client and verl's sandbox reward do) (401); without one,
 only loopback clients are answered (403). At most ``workers`` runs go at once and at most
 ``max_pending`` requests wait (503 beyond). The service's Limits are a ceiling: a request may
 ask for less time or memory, never more.
@@ -10,6 +12,8 @@ ask for less time or memory, never more.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hmac
 import ipaddress
 import json
@@ -60,15 +64,26 @@ class Guard:
 
     def __init__(self, app: Callable[..., Awaitable[None]], token: str | None, max_body_bytes: int):
         self.app = app
+        self.token = token.encode() if token else None
         self.expected = f"Bearer {token}".encode() if token else None
         self.max_body_bytes = max_body_bytes
+
+    def _authorized(self, header: bytes) -> bool:
+        """The bearer token, or Basic credentials whose password is the token."""
+        if header[:6].lower() == b"basic ":
+            try:
+                _, _, password = base64.b64decode(header[6:].strip(), validate=True).partition(b":")
+            except (binascii.Error, ValueError):
+                return False
+            return hmac.compare_digest(password, self.token or b"")
+        return hmac.compare_digest(header, self.expected or b"")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         if self.expected is not None:
-            if not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
+            if not self._authorized(headers.get(b"authorization", b"")):
                 return await _answer(send, 401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")])
         elif not is_loopback((scope.get("client") or (None,))[0]):
             return await _answer(send, 403, "this service answers loopback clients only (start it with --token)")
