@@ -154,3 +154,33 @@ def test_cli_reports_bad_rows_and_missing_models(tmp_path, task_file, run_cli):
     result = run_cli("eval", "--model", str(tmp_path / "none"), "--tasks", str(task_file), "--out", str(tmp_path / "o"))
     assert result.returncode == 2 and result.stderr.startswith("error: ") and "not a model directory" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_prompts_that_do_not_fit_the_context_are_skipped_or_refused(tiny_engine, tmp_path, run_cli, tiny_model_dir):
+    from veriloop.core import Task
+
+    fine = generate_tasks("arithmetic", seed=3, size=2)
+    huge = Task(id="huge", domain="math", prompt="7 " * 1200 + "What is 1 + 1?", verifier={"kind": "exact"}, gold="2")
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(path, [*fine, huge])
+    warnings: list[str] = []
+    summary = run_eval(tiny_engine, path, out=tmp_path / "skip", max_tokens=8, record=False, on_warning=warnings.append)
+    assert summary["tasks"] == 2 and [s["task_id"] for s in summary["skipped_too_long"]] == ["huge"]
+    assert summary["skipped_too_long"][0]["context"] == 1024 and summary["skipped_too_long"][0]["prompt_tokens"] > 1024
+    assert any("1 tasks skipped" in w for w in warnings)
+    with pytest.raises(UserError, match="huge"):
+        run_eval(tiny_engine, path, out=tmp_path / "error", max_tokens=8, record=False, too_long="error")
+    refused = run_cli(
+        "eval",
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        str(path),
+        "--out",
+        str(tmp_path / "cli"),
+        "--max-tokens",
+        "8",
+        "--too-long",
+        "error",
+    )
+    assert refused.returncode == 2 and "context of 1024" in refused.stderr

@@ -30,6 +30,9 @@ def eval_(
     api_key_env: str = typer.Option(
         "OPENAI_API_KEY", "--api-key-env", help="environment variable holding the endpoint's key"
     ),
+    too_long: str = typer.Option(
+        "skip", "--too-long", help="prompts that leave no room in the model's context: skip (listed) or error"
+    ),
     plugins: list[str] = typer.Option(
         [], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"
     ),
@@ -68,6 +71,7 @@ def eval_(
             chunk_size=chunk_size,
             device=device,
             api_key_env=api_key_env,
+            too_long=too_long,
             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
             on_warning=lambda line: err.print(f"warning: {line}", style="yellow", markup=False),
         )

@@ -231,6 +231,7 @@ def run_eval(
     model_label: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    too_long: str = "skip",
 ) -> dict[str, Any]:
     """Evaluate ``model`` on ``tasks`` with ``samples`` samples per task; returns the summary.
 
@@ -243,7 +244,9 @@ def run_eval(
     resumes a killed run in the same ``out``, and records the run in ``registry`` (default:
     ``evals.sqlite`` beside ``out``) unless ``record`` is False. ``train_tasks`` adds an
     overlap check (``summary["overlap"]``, and a warning). ``export_failures`` writes the
-    failed tasks with verifier feedback as a task set.
+    failed tasks with verifier feedback as a task set. Tasks whose prompt leaves no room for
+    ``max_tokens`` in the model's context are skipped and listed (``too_long="skip"``) or
+    refused (``"error"``); text-level engines cannot count tokens and are not checked.
     """
     if samples < 1:
         raise UserError(f"samples must be at least 1, got {samples}")
@@ -254,10 +257,13 @@ def run_eval(
     overlap_report = overlap(load_task_inputs(train_tasks)[0], task_list, ngram) if train_tasks is not None else None
     if overlap_report is not None and on_warning is not None and overlap_report.warning():
         on_warning(overlap_report.warning())
+    if too_long not in ("skip", "error"):
+        raise UserError(f"too_long must be 'skip' or 'error', got {too_long!r}")
     engine, label, owned = open_engine(model, device=device, api_key_env=api_key_env)
     label = model_label or label
     try:
         episode = episode or eval_episode_config(temperature, max_tokens)
+        task_list, skipped = _fit_context(task_list, engine, episode, too_long, on_warning)
         settings = EvalSettings(
             model=label,
             engine=engine.name,
@@ -275,7 +281,7 @@ def run_eval(
             summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
         else:
             rows = _run_chunks(task_list, engine, episode, settings, out, concurrency, on_progress)
-            summary = _finish(out, settings, rows, overlap_report)
+            summary = _finish(out, settings, rows, overlap_report, skipped)
     finally:
         if owned:
             engine.close()
@@ -293,8 +299,46 @@ def run_eval(
     return summary
 
 
+def _fit_context(
+    tasks: list[Task], engine: Any, episode: Any, policy: str, on_warning: Callable[[str], None] | None
+) -> tuple[list[Task], list[dict[str, Any]]]:
+    """Tasks whose prompt and answer fit the model's context, and the ones that do not.
+
+    A prompt that does not leave ``max_tokens_per_turn`` positions would be cut or crash the
+    model: it is skipped (reported per task) or, with ``policy="error"``, a UserError.
+    """
+    from veriloop.rollout import prompt_tokens
+
+    limit = getattr(engine, "context_length", None)
+    if not limit:
+        return tasks, []
+    fitting, skipped = [], []
+    for task in tasks:
+        tokens = prompt_tokens(task, engine, episode)
+        if tokens is not None and tokens + episode.max_tokens_per_turn > limit:
+            skipped.append({"task_id": task.id, "prompt_tokens": tokens, "context": limit})
+        else:
+            fitting.append(task)
+    if skipped and policy == "error":
+        shown = ", ".join(f"{s['task_id']} ({s['prompt_tokens']} tokens)" for s in skipped[:5])
+        raise UserError(
+            f"{len(skipped)} prompts do not leave {episode.max_tokens_per_turn} new tokens within the model's "
+            f"context of {limit}: {shown}{', ...' if len(skipped) > 5 else ''} (--too-long skip leaves them out)"
+        )
+    if skipped and on_warning is not None:
+        on_warning(
+            f"{len(skipped)} tasks skipped: their prompts do not leave {episode.max_tokens_per_turn} new "
+            f"tokens within the model's context of {limit} (listed in summary.json under skipped_too_long)"
+        )
+    return fitting, skipped
+
+
 def _finish(
-    out: Path, settings: EvalSettings, rows: list[EvalSample], overlap_report: OverlapReport | None
+    out: Path,
+    settings: EvalSettings,
+    rows: list[EvalSample],
+    overlap_report: OverlapReport | None,
+    skipped: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Write ``samples.parquet`` and ``summary.json``, then drop the part files."""
     summary: dict[str, Any] = {
@@ -310,6 +354,8 @@ def _finish(
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "out": str(out),
     }
+    if skipped:
+        summary["skipped_too_long"] = skipped
     if overlap_report is not None:
         summary["overlap"] = {k: v for k, v in overlap_report.to_dict().items() if not k.endswith("_overlaps")}
     write_parquet(out / SAMPLES_FILE, rows)

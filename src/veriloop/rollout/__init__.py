@@ -3,7 +3,14 @@
 from veriloop.rollout import _hf, _openai  # noqa: F401  (register the engines)
 from veriloop.rollout._actions import Action, parse_action, tool_instructions
 from veriloop.rollout._engine import ENGINES, Engine, Prompt, create_engine
-from veriloop.rollout._episode import EpisodeConfig, Observation, ToolExecutor, observation_ids, run_episode
+from veriloop.rollout._episode import (
+    EpisodeConfig,
+    Observation,
+    ToolExecutor,
+    observation_ids,
+    prompt_tokens,
+    run_episode,
+)
 from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
@@ -47,6 +54,7 @@ __all__ = [
     "preference_pairs",
     "repeating_block",
     "rollout",
+    "prompt_tokens",
     "run_episode",
     "sft_rows",
     "summarize",

@@ -95,6 +95,12 @@ def _start(task: Task, engine: Engine, config: EpisodeConfig) -> _State:
     return _State(prompt_messages=list(messages), messages=list(messages), prompt_ids=prompt_ids)
 
 
+def prompt_tokens(task: Task, engine: Engine, config: EpisodeConfig) -> int | None:
+    """Tokens of the episode's first prompt (chat template and tool instructions included);
+    None for text-level engines, which have no tokenizer to count with."""
+    return len(_start(task, engine, config).prompt_ids) if engine.tokenizer is not None else None
+
+
 async def _generate(engine: Engine, state: _State, params: SamplingParams) -> Sample:
     prompt: Any = state.prompt_ids + state.completion_ids if engine.tokenizer is not None else state.messages
     started = time.perf_counter()

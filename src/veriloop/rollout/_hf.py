@@ -103,6 +103,11 @@ class HFEngine:
     def tokenizer(self) -> Any:
         return self._tokenizer
 
+    @property
+    def context_length(self) -> int | None:
+        """Positions the model was built for (prompt and completion together); None if unknown."""
+        return getattr(self.model.config, "max_position_embeddings", None)
+
     def encode_prompt(self, prompt: Prompt) -> list[int]:
         """Token ids of a prompt: ids pass through; chat messages get the chat template once."""
         if prompt and isinstance(prompt[0], dict):
