@@ -96,6 +96,26 @@ def test_a_run_cannot_end_the_process_runs_are_copied_from(box):
     assert after.stdout == "fine\n" and not after.sandbox_replaced
 
 
+SIGIO_TO_THE_TEMPLATE = r"""
+import fcntl, os, signal
+template = min(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, os.getpid()))
+r, w = os.pipe()
+fcntl.fcntl(r, fcntl.F_SETOWN, template)
+fcntl.fcntl(r, 10, signal.SIGKILL)  # F_SETSIG: I/O on the pipe signals its owner, the template
+fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC)
+os.write(w, b'x')
+"""
+
+
+def test_a_run_that_ends_the_template_another_way_gets_a_fresh_sandbox(box):
+    # The seccomp filter cannot see every path a signal takes; a dead template is noticed and
+    # the sandbox replaced, so that no later run is copied from anything but a pristine template.
+    attack = box.run_python(SIGIO_TO_THE_TEMPLATE)
+    assert attack.sandbox_replaced and "template" in attack.detail, attack
+    after = box.run_python(MEMORY_SCAN)
+    assert after.ok and not after.sandbox_replaced, after
+
+
 # ---- shaping later runs: limits, priorities, affinity, OOM score, sysctls ------------------
 
 SETTINGS_PROBE = r"""
