@@ -318,3 +318,21 @@ def test_an_endless_generator_is_judged_on_its_first_items(code):
     honest, flood = scores(task, endless, wrong)
     assert honest.passed, honest.detail
     assert flood.status == "scored" and flood.reward == 0.0, flood.detail
+
+
+BATCH_HOSTILE = {
+    "channel forgery": 'import os\nfor fd in range(1, 64):\n    try:\n        os.write(fd, b\'{"i":0,"value":5}\\n\')\n'
+    "    except OSError:\n        pass\ndef add(a, b):\n    return None",
+    "exit while loading": "import os\nos._exit(0)\ndef add(a, b):\n    return a + b",
+    "huge int": "def add(a, b):\n    return 10**6000",
+    "stop iteration": "def add(a, b):\n    raise StopIteration",
+    "object equal to anything": "class Any:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Any()",
+}
+
+
+def test_honest_answers_sharing_a_batch_with_hostile_ones_are_scored_alone(code, any_add_task):
+    hostile = [code.fenced(program) for program in BATCH_HOSTILE.values()]
+    results = scores(any_add_task, code.GOLD_ADD, *hostile, code.GOLD_ADD)
+    assert results[0].passed and results[-1].passed
+    for name, result in zip(BATCH_HOSTILE, results[1:-1]):
+        assert result.status == "scored" and result.reward == 0.0, (name, result.detail)
