@@ -7,8 +7,14 @@ import sys
 
 import pytest
 
-from veriloop.core import UserError, write_jsonl, write_parquet
-from veriloop.integrations import make_compute_score, trl_dataset_rows, trl_reward_function, verl_rows
+from veriloop.core import UserError, write_jsonl
+from veriloop.integrations import (
+    make_compute_score,
+    trl_dataset_rows,
+    trl_reward_function,
+    verl_rows,
+    write_verl_parquet,
+)
 from veriloop.tasks import generate_tasks, import_tasks
 
 
@@ -69,7 +75,7 @@ def test_verl_compute_score_three_ways(tasks):
 
 def test_verl_rows_round_trip_through_the_importer(tasks, tmp_path):
     path = tmp_path / "train.parquet"
-    write_parquet(path, verl_rows(tasks[:6]))
+    write_verl_parquet(path, tasks[:6])
     imported = import_tasks("verl-parquet", file=path)
     assert [t.gold for t in imported] == [t.gold for t in tasks[:6]]
     compute_score = make_compute_score(tasks)
@@ -96,3 +102,38 @@ def test_module_level_compute_score_reads_tasks_from_the_environment(tasks, tmp_
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1.0"
+
+
+def test_verl_parquet_has_the_native_layout_verl_reads(tasks, tmp_path, run_cli):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "tasks.jsonl"
+    write_jsonl(source, tasks[:4])
+    out = tmp_path / "verl.parquet"
+    done = run_cli("tasks", "export-verl", str(source), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    schema = pq.read_schema(out)
+    assert pa.types.is_list(schema.field("prompt").type) and pa.types.is_struct(schema.field("prompt").type.value_type)
+    assert pa.types.is_struct(schema.field("reward_model").type) and pa.types.is_struct(schema.field("extra_info").type)
+    row = pq.read_table(out).to_pylist()[0]
+    assert row["prompt"][0]["role"] == "user" and row["extra_info"]["task_id"] == tasks[0].id
+    datasets = pytest.importorskip("datasets")  # what verl's RLHFDataset loads parquet with
+    loaded = datasets.load_dataset("parquet", data_files=str(out))["train"]
+    assert loaded[0]["prompt"] == row["prompt"] and loaded[0]["reward_model"]["ground_truth"] == tasks[0].gold
+
+
+def test_a_row_naming_a_task_that_is_not_loaded_is_an_infra_error(tasks):
+    without_tasks = make_compute_score()
+    code_row = {"task_id": "humaneval/0"}  # without the task set a code row must not fall back to math
+    result = without_tasks("code", "def f(): pass", "return 1", code_row)
+    assert result["infra_error"] and result["score"] == 0.0 and "not in the loaded task set" in result["detail"]
+
+
+def test_the_task_file_can_come_as_a_reward_kwarg(tasks, tmp_path):
+    from veriloop.integrations import compute_score
+
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(path, tasks)
+    result = compute_score("x", f"\\boxed{{{tasks[2].gold}}}", None, {"task_id": tasks[2].id}, tasks=str(path))
+    assert result == {"score": 1.0, "passed": True, "infra_error": False}

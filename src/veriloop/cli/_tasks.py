@@ -121,6 +121,27 @@ def import_(
     return 0
 
 
+@app.command("export-verl")
+def export_verl(
+    file: Path = typer.Argument(..., help="task set (.jsonl or .parquet)"),
+    out: Path = typer.Option(..., "--out", help="Parquet file to write, in the layout verl's RLHFDataset reads"),
+) -> int:
+    """Write a task set as verl RL data: data_source, chat prompt, reward_model.ground_truth, and
+    extra_info.task_id, which veriloop's verl compute_score uses to find each row's task."""
+    import click
+
+    from veriloop.integrations import write_verl_parquet
+    from veriloop.tasks import load_tasks
+
+    count = write_verl_parquet(out, load_tasks(file))
+    click.echo(
+        f"wrote {count} rows to {out}; score them with veriloop.integrations.compute_score "
+        f"(reward_kwargs: tasks={file})",
+        err=True,
+    )
+    return 0
+
+
 @app.command("sources")
 def sources() -> int:
     """List the task generators and importers with their options."""

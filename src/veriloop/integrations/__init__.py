@@ -8,7 +8,7 @@ adapters only follow the trainers' documented call signatures.
 """
 
 from veriloop.integrations._trl import TaskReward, completion_text, trl_dataset_rows, trl_reward_function
-from veriloop.integrations._verl import compute_score, make_compute_score, verl_rows
+from veriloop.integrations._verl import compute_score, make_compute_score, verl_rows, write_verl_parquet
 
 __all__ = [
     "TaskReward",
@@ -18,4 +18,5 @@ __all__ = [
     "trl_dataset_rows",
     "trl_reward_function",
     "verl_rows",
+    "write_verl_parquet",
 ]

@@ -5,12 +5,17 @@ Point verl at this file (``custom_reward_function.path`` = this file's path,
 
 Which verifier scores a row:
 
-1. ``extra_info["task_id"]`` names a task of the loaded task set (``make_compute_score(tasks)``,
-   or the task file in the ``VERILOOP_TASKS`` environment variable for the module-level
-   ``compute_score``): that task, verifier and gold included;
+1. ``extra_info["task_id"]`` names a task of the loaded task set (``make_compute_score(tasks)``;
+   for the module-level ``compute_score``, the task file given as the ``tasks`` reward kwarg —
+   ``custom_reward_function.reward_kwargs.tasks`` in verl's config — or in the ``VERILOOP_TASKS``
+   environment variable): that task, verifier and gold included. A row naming a task that is
+   not loaded is an infra error, never scored by a fallback verifier it was not written for;
 2. a ``ground_truth`` object with a ``verifier`` key: that verifier, with its ``gold``;
 3. otherwise the verifier registered for the ``data_source`` (``verifiers``), else
    ``default_verifier`` (``math``), with ``ground_truth`` as the gold answer.
+
+``write_verl_parquet`` writes task sets in the layout verl's ``RLHFDataset`` reads (native
+list and struct columns; ``veriloop tasks export-verl`` on the command line).
 
 The result is a dict: ``score`` (verl's reward), ``passed`` and ``infra_error``. verl has no way
 to skip a sample, so a grader failure scores ``infra_error_reward`` (0.0) with
@@ -19,6 +24,7 @@ to skip a sample, so a grader failure scores ``infra_error_reward`` (0.0) with
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -41,10 +47,10 @@ def make_compute_score(
     by_source = {source: dict(v) for source, v in (verifiers or {}).items()}
     fallback = dict(default_verifier or {"kind": "math"})
 
-    def task_for(data_source: str, ground_truth: Any, extra_info: Mapping[str, Any] | None) -> Task:
+    def task_for(data_source: str, ground_truth: Any, extra_info: Mapping[str, Any] | None) -> Task | None:
         task_id = (extra_info or {}).get("task_id")
-        if task_id is not None and str(task_id) in by_id:
-            return by_id[str(task_id)]
+        if task_id is not None:
+            return by_id.get(str(task_id))  # None: a veriloop row whose task set is not loaded
         if isinstance(ground_truth, Mapping) and isinstance(ground_truth.get("verifier"), Mapping):
             verifier, gold = dict(ground_truth["verifier"]), ground_truth.get("gold")
         else:
@@ -63,6 +69,12 @@ def make_compute_score(
         from veriloop.verifiers import verify
 
         task = task_for(data_source, ground_truth, extra_info)
+        if task is None:
+            detail = (
+                f"task {(extra_info or {}).get('task_id')!r} is not in the loaded task set: pass the task file "
+                "as the 'tasks' reward kwarg or in VERILOOP_TASKS"
+            )
+            return {"score": infra_error_reward, "passed": False, "infra_error": True, "detail": detail}
         score = verify(task, Response(id=task.id, task_id=task.id, response=solution_str))
         infra_error = score.reward is None
         return {
@@ -74,34 +86,64 @@ def make_compute_score(
     return compute_score
 
 
-_DEFAULT: ComputeScore | None = None
+_BY_TASK_FILE: dict[str | None, ComputeScore] = {}
 _DEFAULT_LOCK = threading.Lock()
 
 
 def compute_score(
-    data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **kwargs: Any
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    tasks: str | None = None,
+    **kwargs: Any,
 ) -> dict[str, Any]:
-    """verl's reward-function signature, with tasks from ``VERILOOP_TASKS`` when that is set."""
-    global _DEFAULT
+    """verl's reward-function signature; the task file comes from the ``tasks`` reward kwarg, else
+    ``VERILOOP_TASKS``; each file is loaded once per process."""
+    source = tasks or os.environ.get("VERILOOP_TASKS") or None
     with _DEFAULT_LOCK:
-        if _DEFAULT is None:
-            _DEFAULT = make_compute_score(os.environ.get("VERILOOP_TASKS") or None)
-    return _DEFAULT(data_source, solution_str, ground_truth, extra_info, **kwargs)
+        if source not in _BY_TASK_FILE:
+            _BY_TASK_FILE[source] = make_compute_score(source)
+        scorer = _BY_TASK_FILE[source]
+    return scorer(data_source, solution_str, ground_truth, extra_info, **kwargs)
 
 
 def verl_rows(tasks: Iterable[Task]) -> list[dict[str, Any]]:
     """Rows in verl's RL data schema for ``tasks``; ``extra_info.task_id`` links each back to its task.
 
-    Write them with ``veriloop.core.write_parquet``; the ``veriloop tasks import verl-parquet``
-    importer reads them back.
+    Write them with ``write_verl_parquet`` (verl's layout); the ``veriloop tasks import
+    verl-parquet`` importer reads them back. ``ground_truth`` is the gold as text (JSON for other
+    values), so the column has one type.
     """
     return [
         {
             "data_source": task.domain,
             "prompt": task.messages(),
             "ability": task.domain,
-            "reward_model": {"style": "rule", "ground_truth": task.gold},
+            "reward_model": {"style": "rule", "ground_truth": _gold_text(task.gold)},
             "extra_info": {"index": index, "task_id": task.id},
         }
         for index, task in enumerate(tasks)
     ]
+
+
+def _gold_text(gold: Any) -> str:
+    if gold is None:
+        return ""
+    return gold if isinstance(gold, str) else json.dumps(gold)
+
+
+def write_verl_parquet(path: str | os.PathLike[str], tasks: Iterable[Task]) -> int:
+    """Write ``verl_rows(tasks)`` as verl's ``RLHFDataset`` reads them: ``prompt`` a list of
+    ``{role, content}`` structs, ``reward_model`` and ``extra_info`` structs (not JSON text, which
+    ``veriloop.core.write_parquet`` uses for nested columns). Written atomically; returns the row count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from veriloop.core import atomic_write
+
+    rows = verl_rows(tasks)
+    table = pa.Table.from_pylist(rows)
+    with atomic_write(path, "wb") as handle:
+        pq.write_table(table, handle)
+    return len(rows)
