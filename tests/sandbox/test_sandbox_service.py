@@ -162,3 +162,13 @@ def test_a_token_in_the_url_works_for_clients_that_take_only_a_url(service):
     assert httpx.post(f"{wrong}/run_code", json=code, timeout=60).status_code == 401
     garbled = {"Authorization": "Basic !!!not-base64"}
     assert httpx.post(f"{service}/run_code", json=code, headers=garbled, timeout=60).status_code == 401
+
+
+def test_sandboxfusions_own_client_works_unmodified(service):
+    """The official client takes only an endpoint URL: the token rides in it as a Basic password."""
+    sandbox_fusion = pytest.importorskip("sandbox_fusion")
+
+    request = sandbox_fusion.RunCodeRequest(code="print(input()[::-1])", language="python", stdin="abc")
+    endpoint = service.replace("://", f"://veriloop:{TOKEN}@")
+    result = sandbox_fusion.run_code(request, endpoint=endpoint, max_attempts=1)
+    assert result.status == sandbox_fusion.RunStatus.Success and result.run_result.stdout == "cba\n"

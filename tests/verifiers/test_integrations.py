@@ -137,3 +137,17 @@ def test_the_task_file_can_come_as_a_reward_kwarg(tasks, tmp_path):
     write_jsonl(path, tasks)
     result = compute_score("x", f"\\boxed{{{tasks[2].gold}}}", None, {"task_id": tasks[2].id}, tasks=str(path))
     assert result == {"score": 1.0, "passed": True, "infra_error": False}
+
+
+def test_trls_grpo_trainer_runs_with_the_reward_function(tiny_model_dir, tmp_path):
+    """examples/trl_grpo.py, as the README shows it: TRL's own trainer, veriloop's verifiers."""
+    pytest.importorskip("trl")
+    from pathlib import Path
+
+    tasks = tmp_path / "arith.jsonl"
+    write_jsonl(tasks, generate_tasks("arithmetic", seed=0, size=16))
+    example = Path(__file__).parents[2] / "examples" / "trl_grpo.py"
+    command = [sys.executable, str(example), "--model", str(tiny_model_dir), "--tasks", str(tasks), "--steps", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "trained 1 steps; last batch rewards: [" in done.stdout
