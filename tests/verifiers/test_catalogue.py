@@ -20,10 +20,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_kind_and_field_is_listed_with_its_default():
-    from veriloop.verifiers import VERIFIERS
-
+    names = "from veriloop.verifiers import VERIFIERS; print(' '.join(VERIFIERS.names()))"
+    environment = {k: v for k, v in os.environ.items() if k != "VERILOOP_PLUGINS"}
+    registered = subprocess.run([sys.executable, "-c", names], capture_output=True, text=True, env=environment).stdout
     rows = [json.loads(line) for line in _cli("--json").stdout.splitlines()]
-    assert {r["kind"] for r in rows} == set(VERIFIERS.names())
+    assert {r["kind"] for r in rows} == set(registered.split()) and "python_tests" in registered.split()
     by_key = {(r["kind"], r["field"]): r for r in rows}
     assert by_key[("math", "timeout_s")]["default"] == "5.0" and by_key[("math", "timeout_s")]["type"] == "float"
     assert by_key[("python_tests", "entry_point")]["default"] == "required"

@@ -39,7 +39,7 @@ _BOX_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
 _BRACE = re.compile(r"[{}]")
 # Written so that no pattern backtracks more than linearly on hostile text.
 _MARKED_LINE = re.compile(
-    r"^[ \t]*(?:#{4}[ \t]*(?P<hashes>[^\n]*\S)|[^\n]*?\banswer[ \t]*(?:is[ \t]*:?|:|=)[ \t]*(?P<marked>[^\n]*\S))",
+    r"^[^\n#]*?(?:#{4}[ \t]*(?P<hashes>[^\n]*\S)|[^\n]*?\banswer[ \t]*(?:is[ \t]*:?|:|=)[ \t]*(?P<marked>[^\n]*\S))",
     re.IGNORECASE | re.MULTILINE,
 )
 _MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u2796": "-"})
