@@ -16,6 +16,10 @@ import pytest
 
 from veriloop.verifiers import CheckTimeout, GraderError
 from veriloop.verifiers.answers._check_pool import CheckProcessCrashed, CheckPool
+from veriloop.verifiers.answers._scorer_sandbox import kept_in_tmp
+
+# Top-level names a checkout or venv under /tmp leaves in the box's private /tmp (read-only, kept).
+_KEPT = sorted({root.split("/")[2] for root in kept_in_tmp()})
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +36,7 @@ def test_an_answer_cannot_write_host_files(evaluator, tmp_path):
         with pytest.raises(GraderError, match="Error"):
             evaluator.call(f"open({str(target)!r}, 'w').write('owned')", timeout_s=30)
         assert not os.path.exists(target)
-    assert evaluator.call("len(__import__('os').listdir('/tmp'))", timeout_s=30) == 0
+    assert evaluator.call("len(__import__('os').listdir('/tmp'))", timeout_s=30) == len(_KEPT)
 
 
 def test_files_left_in_the_private_tmp_do_not_reach_the_next_check(evaluator):
@@ -44,8 +48,8 @@ def test_files_left_in_the_private_tmp_do_not_reach_the_next_check(evaluator):
         " open('/tmp/locked/deep/f', 'w').write('x'), os.chmod('/tmp/locked/deep', 0), os.chmod('/tmp/locked', 0),"
         " os.symlink('/tmp/locked', '/tmp/link'), sorted(os.listdir('/tmp')))[-1])(__import__('os'))"
     )
-    assert evaluator.call(plant, timeout_s=30) == ["left-behind", "link", "locked"]
-    assert evaluator.call("__import__('os').listdir('/tmp')", timeout_s=30) == []
+    assert evaluator.call(plant, timeout_s=30) == sorted(["left-behind", "link", "locked", *_KEPT])
+    assert sorted(evaluator.call("__import__('os').listdir('/tmp')", timeout_s=30)) == _KEPT
 
 
 def test_an_answer_sees_no_host_files(evaluator):
@@ -54,7 +58,14 @@ def test_an_answer_sees_no_host_files(evaluator):
     seen = set(evaluator.call("sorted(__import__('os').environ)", timeout_s=30))
     # Only what the box sets, bubblewrap's PWD, and what importing veriloop sets for itself.
     box = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}
-    assert seen <= box | {"MKL_NUM_THREADS", "VERILOOP_SCRATCH_DIRS", "PWD", "MKL_CBWR", "VERILOOP_PLUGINS"}
+    assert seen <= box | {
+        "MKL_NUM_THREADS",
+        "VERILOOP_SCRATCH_DIRS",
+        "VERILOOP_SCRATCH_KEEP",
+        "PWD",
+        "MKL_CBWR",
+        "VERILOOP_PLUGINS",
+    }
 
 
 def test_an_answer_cannot_open_a_socket(evaluator):

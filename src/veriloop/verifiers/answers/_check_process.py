@@ -140,13 +140,24 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _empty(directory: str) -> bool:
-    """Remove everything inside ``directory``; whether that worked."""
+def _empty(directory: str, keep: tuple[str, ...] = ()) -> bool:
+    """Remove everything inside ``directory`` except the ``keep`` paths (read-only mounts) and the
+    directories leading to them; whether that worked."""
     try:
         os.chmod(directory, 0o1777)
         for name in os.listdir(directory):
-            _remove(os.path.join(directory, name))
-        return not os.listdir(directory)
+            path = os.path.join(directory, name)
+            if path in keep:
+                continue
+            if any(k.startswith(path + "/") for k in keep) and os.path.isdir(path) and not os.path.islink(path):
+                if not _empty(path, keep):
+                    return False
+                continue
+            _remove(path)
+        return all(
+            os.path.join(directory, n) in keep or any(k.startswith(os.path.join(directory, n) + "/") for k in keep)
+            for n in os.listdir(directory)
+        )
     except (OSError, RecursionError):
         return False
 
@@ -176,6 +187,7 @@ def _serve_forking(module: Any, function: Callable[[Any], Any], channel, request
     prepare = getattr(module, "prepare", None)
     closed = [0, channel.fileno()]
     scratch = [d for d in os.environ.get("VERILOOP_SCRATCH_DIRS", "").split(os.pathsep) if d]
+    keep = tuple(k for k in os.environ.get("VERILOOP_SCRATCH_KEEP", "").split(os.pathsep) if k)
     for line in requests:
         if prepare is not None:
             try:
@@ -185,7 +197,7 @@ def _serve_forking(module: Any, function: Callable[[Any], Any], channel, request
                 continue
         gc.freeze()  # what the template built stays shared with children, unwalked by their collector
         _reply(channel, _forked_reply(function, line, closed))
-        if not all(_empty(directory) for directory in scratch):
+        if not all(_empty(directory, keep) for directory in scratch):
             os._exit(1)
 
 

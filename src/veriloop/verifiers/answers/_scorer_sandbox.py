@@ -46,6 +46,12 @@ def read_only_roots() -> tuple[str, ...]:
     return tuple(r for r in kept if not any(r != o and r.startswith(o + "/") for o in kept))
 
 
+def kept_in_tmp() -> tuple[str, ...]:
+    """Read-only roots that live under ``/tmp`` (a checkout or venv there): bound inside the box's
+    private ``/tmp``, and left in place when the template empties it."""
+    return tuple(r for r in read_only_roots() if r.startswith("/tmp/"))
+
+
 def _mounts() -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for name in _ROOT_DIRS:
@@ -54,6 +60,8 @@ def _mounts() -> list[str]:
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
+    # The private /tmp before the roots: a root under /tmp is bound inside it, not hidden by it.
+    args += ["--size", str(TMP_MB << 20), "--tmpfs", "/tmp"]
     for root in read_only_roots():
         args += ["--ro-bind", root, root]
     for name in _ETC:
@@ -66,12 +74,13 @@ def isolated_argv(argv: list[str], seccomp_fd: int | None) -> list[str]:
     args = [bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
     args += ["--die-with-parent", "--as-pid-1", "--new-session", "--uid", "1000", "--gid", "1000"]
     args += ["--hostname", "scorer", *_mounts(), "--proc", "/proc", "--dev", "/dev"]
-    args += ["--size", str(TMP_MB << 20), "--tmpfs", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/"]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args += ["--chdir", "/tmp", "--clearenv"]
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
     # One BLAS thread: a scorer needs no more, and a smaller template forks faster.
     env |= {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     env["VERILOOP_SCRATCH_DIRS"] = "/tmp"
+    env["VERILOOP_SCRATCH_KEEP"] = os.pathsep.join(kept_in_tmp())
     for key, value in env.items():
         args += ["--setenv", key, value]
     if seccomp_fd is not None:
