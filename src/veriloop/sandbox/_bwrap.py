@@ -32,7 +32,7 @@ SERVER_SOURCE = (Path(__file__).parent / "sandboxed" / "_server.py").read_text(e
 
 _MIN_BWRAP = (0, 8, 0)
 _ROOT_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime")
+LOADER_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime")
 _ETC_NETWORK = ("resolv.conf", "hosts", "nsswitch.conf", "host.conf", "gai.conf", "ssl", "ca-certificates")
 _PASSWD = f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/workspace:/bin/sh\n"
 _GROUP = f"sandbox:x:{SANDBOX_UID}:\n"
@@ -75,7 +75,8 @@ def bwrap_executable() -> str:
     return path
 
 
-def _root_mounts() -> list[str]:
+def system_mounts() -> list[str]:
+    """/usr and the root directories that point into it, read-only (symlinks kept as symlinks)."""
     args = ["--ro-bind", "/usr", "/usr"]
     for name in _ROOT_DIRS:
         path = f"/{name}"
@@ -98,14 +99,14 @@ def _python_mounts(python: SandboxPython) -> list[str]:
 def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
     """The bubblewrap invocation of a sandbox server with ``limits.disk_mb``-sized mounts."""
     size = str(limits.disk_mb << 20)
-    etc = _ETC + (_ETC_NETWORK if network else ())
+    etc = LOADER_ETC + (_ETC_NETWORK if network else ())
     args = [*_OOM_FIRST, bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
     # Without network access the template (sandboxed/_server.py) makes a fresh network namespace
     # after a run that left sockets behind: it keeps these two capabilities of the sandbox's own
     # user namespace, which the server and every run drop before anything else.
     args += ["--share-net"] if network else ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN"]
     args += ["--die-with-parent", "--as-pid-1", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-    args += ["--hostname", "sandbox", *_root_mounts(), *_python_mounts(python)]
+    args += ["--hostname", "sandbox", *system_mounts(), *_python_mounts(python)]
     for name in etc:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     head, args = args, ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]

@@ -140,6 +140,11 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _kept(path: str, keep: tuple[str, ...]) -> bool:
+    """``path`` is a kept mount, or a directory leading to one."""
+    return path in keep or any(k.startswith(path + "/") for k in keep)
+
+
 def _empty(directory: str, keep: tuple[str, ...] = ()) -> bool:
     """Remove everything inside ``directory`` except the ``keep`` paths (read-only mounts) and the
     directories leading to them; whether that worked."""
@@ -149,15 +154,12 @@ def _empty(directory: str, keep: tuple[str, ...] = ()) -> bool:
             path = os.path.join(directory, name)
             if path in keep:
                 continue
-            if any(k.startswith(path + "/") for k in keep) and os.path.isdir(path) and not os.path.islink(path):
+            if _kept(path, keep):
                 if not _empty(path, keep):
                     return False
-                continue
-            _remove(path)
-        return all(
-            os.path.join(directory, n) in keep or any(k.startswith(os.path.join(directory, n) + "/") for k in keep)
-            for n in os.listdir(directory)
-        )
+            else:
+                _remove(path)
+        return all(_kept(os.path.join(directory, name), keep) for name in os.listdir(directory))
     except (OSError, RecursionError):
         return False
 

@@ -24,12 +24,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from veriloop.sandbox._bwrap import bwrap_executable
+from veriloop.sandbox._bwrap import LOADER_ETC, bwrap_executable, system_mounts
 from veriloop.sandbox._seccomp import seccomp_program
 
 TMP_MB = 64
-_ROOT_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime")
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,18 +51,12 @@ def kept_in_tmp() -> tuple[str, ...]:
 
 
 def _mounts() -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr"]
-    for name in _ROOT_DIRS:
-        path = f"/{name}"
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
+    args = system_mounts()
     # The private /tmp before the roots: a root under /tmp is bound inside it, not hidden by it.
     args += ["--size", str(TMP_MB << 20), "--tmpfs", "/tmp"]
     for root in read_only_roots():
         args += ["--ro-bind", root, root]
-    for name in _ETC:
+    for name in LOADER_ETC:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     return args
 
