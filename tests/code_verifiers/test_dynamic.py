@@ -9,9 +9,10 @@ VISIBLE_ONLY = "def check(candidate):\n    assert candidate(1, 2) == 3\n    asse
 SPECIAL_CASED = "def add(a, b):\n    return {(1, 2): 3, (4, 4): 8}.get((a, b), 0)"
 
 
-def test_fixed_tests_that_only_repeat_the_prompt_examples_are_fooled_by_special_casing(code):
+def test_fixed_tests_that_only_repeat_the_prompt_examples_get_dynamic_cases_from_the_gold(code):
     result = code.score(code.add_task(VISIBLE_ONLY), code.fenced(SPECIAL_CASED))
-    assert result.passed  # the weakness dynamic tests exist for
+    assert result.status == "scored" and result.reward == 0.0, result.detail
+    assert code.score(code.add_task(VISIBLE_ONLY), code.GOLD_ADD).reward == 1.0
 
 
 def test_dynamic_tests_catch_a_solution_that_special_cases_the_visible_examples(code):

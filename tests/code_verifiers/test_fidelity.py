@@ -121,9 +121,33 @@ def test_hard_coding_the_prompts_examples_earns_nothing(code, suite):
     assert not near.passed and 0 < near.reward < 1, near.detail
 
 
-def test_a_suite_of_only_the_prompts_examples_still_counts_them(code):
-    task = code.add_task("def check(candidate):\n" + SHOWN_EXAMPLES, task_id="only-shown")
-    assert scores(task, code.GOLD_ADD)[0].reward == 1.0
+ONLY_SHOWN = {
+    "literal": "def check(candidate):\n" + SHOWN_EXAMPLES,
+    "coded": "def check(candidate):\n    for args, want in [((1, 2), 3), ((4, 4), 8)]:\n"
+    "        assert candidate(*args) == want\n",
+}
+
+
+@pytest.mark.parametrize("suite", ["literal", "coded"])
+def test_hard_coding_earns_nothing_when_every_test_is_a_prompt_example(code, suite):
+    task = code.add_task(ONLY_SHOWN[suite], task_id=f"only-shown-{suite}")
+    hard_coded = code.fenced("def add(a, b):\n    return {(1, 2): 3, (4, 4): 8}.get((a, b), -1)")
+    other_way = code.fenced("def add(a, b):\n    return sum((a, b))")
+    honest, different, cheat = scores(task, code.GOLD_ADD, other_way, hard_coded)
+    assert honest.passed and honest.reward == 1.0, honest.detail
+    assert different.passed and different.reward == 1.0, different.detail
+    assert cheat.status == "scored" and cheat.reward == 0.0, cheat.detail
+    assert "On an extra test, add(" in cheat.feedback
+
+
+def test_without_a_gold_solution_a_suite_of_only_examples_counts_them_and_says_so(code):
+    from veriloop.verifiers.code._python_tests import ONLY_VISIBLE
+
+    task = code.add_task(ONLY_SHOWN["literal"], task_id="only-shown-no-gold").model_copy(update={"gold": None})
+    honest, wrong = scores(task, code.GOLD_ADD, code.fenced("def add(a, b):\n    return a - b"))
+    assert honest.passed and honest.reward == 1.0 and ONLY_VISIBLE in honest.detail
+    assert wrong.reward == 0.0
+    assert ONLY_VISIBLE not in scores(code.add_task(), code.GOLD_ADD)[0].detail
 
 
 def test_humaneval_answers_hard_coding_the_doctests_earn_no_more_than_returning_none(humaneval_tasks):
@@ -144,7 +168,20 @@ def test_humaneval_answers_hard_coding_the_doctests_earn_no_more_than_returning_
         return int(score.detail.split("/")[0])
 
     earned = {cheat.id for cheat, none in zip(cheats, nones) if passed(cheat) > passed(none)}
-    assert earned == {"humaneval/34"}  # its one test is its one example: no hidden case to require
+    assert not earned  # humaneval/34's one test is its one example: dynamic cases are the hidden ones
+
+
+def test_humaneval_34_whose_only_test_is_its_example_needs_the_behaviour(humaneval_tasks):
+    from veriloop.verifiers import exploits_for
+
+    task = next(task for task in humaneval_tasks if task.id == "humaneval/34")  # unique(l)
+    [cheat] = [e.response for e in exploits_for(task, []) if e.category == "special_casing"]
+    by_hand = "```python\ndef unique(l):\n    out = []\n    for x in l:\n        if x not in out:\n"
+    by_hand += "            out.append(x)\n    return sorted(out)\n```"
+    canonical, other, hard_coded = scores(task, task.gold, by_hand, cheat)
+    assert canonical.passed and canonical.reward == 1.0, canonical.detail
+    assert other.passed and other.reward == 1.0, other.detail
+    assert hard_coded.status == "scored" and hard_coded.reward == 0.0, hard_coded.detail
 
 
 EXPECTS_AN_EXCEPTION = {

@@ -81,7 +81,7 @@ def audit(
         )
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     console.print(_table(report))
-    for line in (*report.gold_failures, *report.flaky):
+    for line in (*report.gold_failures, *report.flaky, *report.weak):
         err.print(line, style="red", markup=False)
     if out is not None:
         with atomic_write(out) as handle:

@@ -3,7 +3,10 @@
 Each problem becomes a ``python_tests`` task: the prompt is the problem's code (signature and
 docstring), which is also the verifier's ``prompt_code`` so a fence-less completion can be
 joined to it; the tests are the problem's ``check(candidate)``; the canonical solution is
-the gold answer. Nothing is downloaded: the data ships inside the package.
+the gold answer. The canonical solution is what lets ``python_tests`` grade problem 34, whose
+one assert is its docstring's example, with dynamic cases too (hard-coding the example would
+pass it otherwise), whatever ``suite`` is. Nothing is downloaded: the data ships inside the
+package.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 For a sample of tasks of each verifier kind: the gold answer must pass, every time
 (repeated runs must agree, or the verifier is flaky); each exploit of the library
-(``_exploits``) must not pass; and the gold answer's mutants must not all pass. A hostile
+(``_exploits``) must not pass; the gold answer's mutants must not all pass; and no task may
+have a known weakness (``TASK_WEAKNESSES``: tests that check only the prompt's examples). A hostile
 response that makes the grader fail (an infra error) counts against the verifier too: a
 policy would learn to aim for it.
 """
@@ -19,7 +20,7 @@ from veriloop.verifiers.audit import _exploits_code, _exploits_text  # noqa: F40
 from veriloop.verifiers.audit import _exploits_reasoning_gym  # noqa: F401  (registers its adapter)
 from veriloop.verifiers.audit import _exploits_math  # noqa: F401  (registers its adapter)
 from veriloop.verifiers._batch import verify_many
-from veriloop.verifiers.audit._exploits import Exploit, exploits_for, gold_response
+from veriloop.verifiers.audit._exploits import Exploit, exploits_for, gold_response, weakness_of
 
 
 class AuditRow(Record):
@@ -45,11 +46,12 @@ class AuditReport(Record):
     responses: int = Field(description="responses checked: gold runs, exploits and mutants")
     gold_failures: tuple[str, ...] = ()
     flaky: tuple[str, ...] = ()
+    weak: tuple[str, ...] = Field(default=(), description="tasks whose verifier cannot tell a hack from a solution")
     rows: tuple[AuditRow, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.gold_failures and not self.flaky and all(row.ok for row in self.rows)
+        return not self.gold_failures and not self.flaky and not self.weak and all(row.ok for row in self.rows)
 
 
 def _sample(tasks: Sequence[Task], per_kind: int) -> list[Task]:
@@ -157,5 +159,6 @@ def audit_tasks(
         responses=len(pairs),
         gold_failures=tuple(failures),
         flaky=tuple(flaky),
+        weak=tuple(f"{task.id}: {why}" for task in sample if (why := weakness_of(task))),
         rows=tuple(_rows(exploit_results)),
     )

@@ -138,11 +138,16 @@ def _holds(case: LiteralCase, got: Any) -> bool:
 
 
 def literal_tally(
-    entry_point: str, cases: tuple[LiteralCase, ...], results: CallResults, visible: set[str] = frozenset()
+    entry_point: str,
+    cases: tuple[LiteralCase, ...],
+    results: CallResults,
+    visible: set[str] = frozenset(),
+    dynamic: bool = False,
 ) -> Tally:
-    """Each case checked on the host against the candidate's plain result. When some case
-    calls an input not in ``visible`` (the prompt's examples), passed visible cases earn nothing."""
-    hidden_exist = any(case.key not in visible for case in cases)
+    """Each case checked on the host against the candidate's plain result. When other cases
+    exist (some case calls an input not in ``visible``, the prompt's examples, or ``dynamic``
+    cases are run too), passed visible cases earn nothing."""
+    hidden_exist = dynamic or any(case.key not in visible for case in cases)
     tally = Tally()
     for case in cases:
         outcome = results.outcomes.get(case.key, {"error": "gave no result", "harness": True})

@@ -82,16 +82,20 @@ def _describe_failure(entry_point: str, failure: dict[str, Any], answers: dict[s
     return text + "."
 
 
-def fixed_tally(entry_point: str, frame: dict[str, Any], plan: TestPlan, answers: dict[str, Outcome]) -> Tally:
+def fixed_tally(
+    entry_point: str, frame: dict[str, Any], plan: TestPlan, answers: dict[str, Outcome], dynamic: bool = False
+) -> Tally:
     """Counts from the test process's frame. Cases the tests never reached (they stopped
     early) count as failed, up to the number the task's tests hold (``plan.planned``).
-    When the tests hold cases beyond the prompt's examples, a passed visible case is left out
-    and a failed one still counts as failed. ``answers`` (the candidate's outcome by call key) words the failures
-    the frame names by key."""
+    When other cases exist (the tests hold cases beyond the prompt's examples, or ``dynamic``
+    cases are run too), a passed visible case is left out and a failed one still counts as
+    failed. ``answers`` (the candidate's outcome by call key) words the failures the frame
+    names by key."""
     aborted = frame["aborted"]
     passed, failed = frame["passed"], frame["failed"] + (1 if aborted else 0)
     planned = plan.planned
-    if planned > plan.planned_visible or passed + frame["failed"] > frame["visible_passed"] + frame["visible_failed"]:
+    reached_hidden = passed + frame["failed"] > frame["visible_passed"] + frame["visible_failed"]
+    if dynamic or planned > plan.planned_visible or reached_hidden:
         passed -= frame["visible_passed"]
         planned -= plan.planned_visible - frame["visible_failed"]
     tally = Tally(passed=passed, total=max(passed + failed, planned))

@@ -23,9 +23,13 @@ The robust shape of docs/architecture.md, in three places:
 Partial credit is the fraction of test cases passed: each assert reached after a call to the
 function is a case, and tests that stop early count their unreached cases as failed. Cases
 that test only examples shown in the prompt (literal calls in the prompt or its code) earn
-nothing: when the tests hold other cases, a visible case passed is left out and a visible case
-failed counts as failed, so hard-coding the examples scores 0 and a pass needs the hidden ones.
-Integers compare exactly. One response's failure (a huge value, tests that cannot finish on
+nothing: when other cases exist, a visible case passed is left out and a visible case failed
+counts as failed, so hard-coding the examples scores 0 and a pass needs the hidden ones. When
+every fixed case is visible (HumanEval 34's one assert is its docstring's example), a task with
+a gold solution is graded with dynamic cases too, whatever its ``suite``: they are the other
+cases. Without a gold solution nothing can tell hard-coding from solving; the visible cases
+then count, the verdict's detail says so (``ONLY_VISIBLE``) and ``veriloop audit`` flags the
+task. Integers compare exactly. One response's failure (a huge value, tests that cannot finish on
 its results, a grader exception while scoring it) is that response's alone in a batch.
 """
 
@@ -34,7 +38,7 @@ from __future__ import annotations
 import ast
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -70,7 +74,9 @@ class PythonTestsConfig(VerifierConfig):
         default_factory=list, description="extra example argument lists, seeds for dynamic tests"
     )
     suite: Literal["fixed", "dynamic", "both"] = Field(
-        default="fixed", description="run the fixed tests, dynamic tests against the gold solution, or both"
+        default="fixed",
+        description="run the fixed tests, dynamic tests against the gold solution, or both "
+        "('fixed' adds dynamic tests when every fixed case is an example shown in the prompt)",
     )
     dynamic_cases: int = Field(default=20, ge=1, le=1000, description="number of dynamic test inputs")
     seed: int = Field(default=0, description="seed of dynamic inputs and of the tests' random module")
@@ -119,7 +125,7 @@ _dynamic_suites: Memo[DynamicSuite] = Memo()
 def _dynamic_suite(config: PythonTestsConfig, task: Task, plan: TestPlan) -> DynamicSuite:
     """Seeded mutations of the task's inputs, kept where the gold solution returns a value
     (the same one twice); cached per task, config and seed."""
-    if not isinstance(task.gold, str) or not task.gold.strip():
+    if not _has_gold(task):
         raise GraderError("dynamic tests need the task's gold solution (a string of code)")
     base = plan.calls + tuple(call_key(args, {}) for args in config.inputs)
     base = tuple(dict.fromkeys(base + tuple(example_calls(config.prompt_code, config.entry_point))))
@@ -164,6 +170,30 @@ class _Check:
     def fixed(self) -> bool:
         return self.config.suite in ("fixed", "both")
 
+    @property
+    def only_visible(self) -> bool:
+        """Every fixed case tests only examples shown in the prompt (hard-coding them passes):
+        so says the plan, and the tests, once run, reached no other case (a plan is learned
+        with no results known, so it misses cases whose inputs are earlier results)."""
+        if not self.fixed:
+            return False
+        if self.literal:
+            return all(case.key in self.visible for case in self.literal)
+        frame = self.frame
+        if frame and frame["passed"] + frame["failed"] > frame["visible_passed"] + frame["visible_failed"]:
+            return False
+        return self.plan.planned > 0 and self.plan.planned_visible == self.plan.planned
+
+    @property
+    def needs_dynamic(self) -> bool:
+        """Dynamic cases are run: the config asks for them, or the fixed cases are all visible
+        and a gold solution can supply cases the prompt does not show."""
+        return self.config.suite != "fixed" or (self.only_visible and _has_gold(self.task))
+
+
+def _has_gold(task: Task) -> bool:
+    return isinstance(task.gold, str) and bool(task.gold.strip())
+
 
 _shown: Memo[Visible] = Memo()
 
@@ -182,9 +212,9 @@ def _shown_calls(config: PythonTestsConfig, task: Task) -> Visible:
     return _shown.get((config.prompt_code, prompt, config.entry_point), compute)
 
 
-def _prepare(checks: list[_Check]) -> None:
-    """Plans (read from data-only suites, else learned in batched runs) and dynamic suites;
-    a grader failure settles that check."""
+def _plan(checks: list[_Check]) -> None:
+    """Plans: read from data-only suites, else learned in batched runs; a grader failure
+    settles that check."""
     for check in checks:
         check.visible = _shown_calls(check.config, check.task)
         if check.config.tests.strip():
@@ -198,8 +228,13 @@ def _prepare(checks: list[_Check]) -> None:
             check.outcome = plan
         else:
             check.plan = plan
+
+
+def _prepare(checks: list[_Check]) -> None:
+    """Plans and dynamic suites; a grader failure settles that check."""
+    _plan(checks)
     for check in checks:
-        if check.outcome is None and check.config.suite != "fixed":
+        if check.outcome is None and check.needs_dynamic:
             try:
                 check.suite = _dynamic_suite(check.config, check.task, check.plan)
             except GraderError as exc:
@@ -280,15 +315,33 @@ def check_many(requests: Sequence[tuple[PythonTestsConfig, Task, str]]) -> list[
 
 def _verdict(check: _Check) -> Verdict:
     tallies = []
+    entry_point = check.config.entry_point
+    dynamic = bool(check.suite) and (check.config.suite != "fixed" or check.only_visible)
     if check.fixed and check.literal:
-        tallies.append(literal_tally(check.config.entry_point, check.literal, check.results, set(check.visible)))
+        tallies.append(literal_tally(entry_point, check.literal, check.results, set(check.visible), dynamic))
     elif check.fixed:
-        tallies.append(scoring.fixed_tally(check.config.entry_point, check.frame, check.plan, check.answers))
-    if check.suite:
-        tallies.append(
-            scoring.dynamic_tally(check.config.entry_point, check.suite, check.results, check.config.rel_tol)
-        )
-    return scoring.verdict(tallies, check.config.scoring == "all_or_nothing")
+        tallies.append(scoring.fixed_tally(entry_point, check.frame, check.plan, check.answers, dynamic))
+    if dynamic:
+        tallies.append(scoring.dynamic_tally(entry_point, check.suite, check.results, check.config.rel_tol))
+    verdict = scoring.verdict(tallies, check.config.scoring == "all_or_nothing")
+    if check.only_visible and not dynamic:
+        return replace(verdict, detail=f"{verdict.detail}; {ONLY_VISIBLE}")
+    return verdict
+
+
+ONLY_VISIBLE = "tests only check visible examples: counted, since no gold solution supplies other cases"
+"""The detail of a verdict whose fixed cases all test the prompt's examples and whose task has
+no gold solution: hard-coding the examples would pass it (``veriloop audit`` flags such tasks)."""
+
+
+def only_visible_examples_decide(config: PythonTestsConfig, task: Task) -> bool:
+    """Whether hard-coding the prompt's examples passes a ``python_tests`` task: every fixed
+    case tests only examples shown in the prompt, and no gold solution supplies dynamic cases.
+    A coded suite is planned in the sandbox (cached); one that cannot be planned counts as
+    False (its grader error shows when the task is checked)."""
+    check = _Check(config, task, "")
+    _plan([check])
+    return check.outcome is None and check.only_visible and not check.needs_dynamic
 
 
 @register_verifier("python_tests", PythonTestsConfig)
