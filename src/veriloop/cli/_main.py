@@ -15,6 +15,7 @@ import typer
 from veriloop.cli import (
     _audit,
     _compare,
+    _env,
     _eval,
     _model,
     _quickstart,
@@ -36,6 +37,7 @@ app = typer.Typer(
 )
 app.add_typer(_tasks.app, name="tasks")
 app.add_typer(_sandbox.app, name="sandbox")
+app.add_typer(_env.app, name="env")
 app.add_typer(_trajectories.app, name="trajectories")
 app.add_typer(_model.app, name="model")
 app.command("sft")(_model.sft)

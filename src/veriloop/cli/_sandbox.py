@@ -45,6 +45,7 @@ def run(
     network: bool = typer.Option(False, "--network", help="give the run the host's network (off by default)"),
     file: list[str] = typer.Option([], "--file", help="NAME=PATH: copy PATH into the workspace as NAME (repeatable)"),
     stdin_file: Path | None = typer.Option(None, "--stdin-file", help="feed this file to the command's stdin"),
+    env: str | None = typer.Option(None, "--env", help="run on this environment (veriloop env build)"),
 ) -> int:
     """Run CMD in a fresh sandbox; print the ExecResult as one JSON object.
 
@@ -57,7 +58,7 @@ def run(
     if stdin_file is not None and not stdin_file.is_file():
         raise UserError(f"--stdin-file: {stdin_file} is not a readable file")
     stdin = stdin_file.read_bytes() if stdin_file is not None else None
-    with Sandbox(limits=limits, workers=1, network=network) as sandbox:
+    with Sandbox(limits=limits, workers=1, network=network, environment=env) as sandbox:
         result = sandbox.run(cmd, files=_placed_files(file), stdin=stdin)
     typer.echo(result.model_dump_json(exclude={"snapshot"}))
     return 0 if result.ok else 1
@@ -75,6 +76,7 @@ def serve(
     memory_mb: int = typer.Option(512, "--memory-mb", help="most memory a request may ask for, MiB"),
     max_body_mb: float = typer.Option(16.0, "--max-body-mb", help="largest request body, MiB"),
     max_pending: int = typer.Option(64, "--max-pending", min=0, help="requests that may wait for a sandbox"),
+    env: str | None = typer.Option(None, "--env", help="serve sandboxes on this environment (veriloop env build)"),
 ) -> None:
     """Serve SandboxFusion's POST /run_code (and POST /v1/exec for the remote backend).
 
@@ -96,7 +98,7 @@ def serve(
     # uvicorn re-raises SIGTERM after its graceful shutdown; exit normally then, so that the
     # sandboxes below are closed and their cgroups removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with Sandbox(limits=limits, workers=workers) as sandbox:
+    with Sandbox(limits=limits, workers=workers, environment=env) as sandbox:
         app = create_app(sandbox, token=token, max_body_bytes=int(max_body_mb * (1 << 20)), max_pending=max_pending)
         typer.echo(f"serving the sandbox on http://{host}:{port} ({workers} workers)", err=True)
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

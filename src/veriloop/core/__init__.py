@@ -28,6 +28,13 @@ from veriloop.core._records import (
     Turn,
 )
 from veriloop.core._registry import Registry
+from veriloop.core._workspace import (
+    WorkspaceError,
+    inline_files,
+    snapshot_archive,
+    workspace_files,
+    workspace_path,
+)
 
 __all__ = [
     "BlasMode",
@@ -48,16 +55,21 @@ __all__ = [
     "Turn",
     "UnknownNameError",
     "UserError",
+    "WorkspaceError",
     "atomic_write",
     "blas_mode",
     "describe_validation_error",
     "ensure_strict_blas",
+    "inline_files",
     "iter_jsonl_objects",
     "iter_objects",
     "load_plugins",
     "read_parquet_rows",
     "read_records",
     "resolve_plugin",
+    "snapshot_archive",
+    "workspace_files",
+    "workspace_path",
     "write_jsonl",
     "write_parquet",
     "write_records",

@@ -8,9 +8,14 @@ is an error, not a silently ignored field.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from veriloop.core._workspace import inline_files, workspace_files
+
+ENVIRONMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 
 class Record(BaseModel):
@@ -41,6 +46,35 @@ class Task(Record):
     gold: Any = Field(default=None, description="reference answer or solution")
     difficulty: float | None = Field(default=None, description="optional difficulty estimate")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    environment: str | None = Field(
+        default=None, description="the sandbox environment its code runs on (built by `veriloop env build`)"
+    )
+    workspace: dict[str, Any] | str | None = Field(
+        default=None,
+        description="files its episodes start from: {path: text}, a directory or a tar archive (relative to the task file)",
+    )
+
+    @field_validator("environment")
+    @classmethod
+    def _environment_name(cls, name: str | None) -> str | None:
+        if name is not None and not ENVIRONMENT_NAME.match(name):
+            raise ValueError(
+                "an environment name is 1-64 letters, digits, '.', '_' or '-', starting with one of the first two"
+            )
+        return name
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace_valid(cls, workspace: dict[str, Any] | str | None) -> dict[str, Any] | str | None:
+        if isinstance(workspace, dict):
+            inline_files(workspace)
+        elif isinstance(workspace, str) and not workspace:
+            raise ValueError("a workspace path is empty")
+        return workspace
+
+    def workspace_files(self) -> dict[str, bytes]:
+        """The files the task's episodes start from (empty without a workspace)."""
+        return workspace_files(self.workspace)
 
     @field_validator("prompt")
     @classmethod
@@ -81,6 +115,16 @@ class Response(Record):
     id: str = Field(min_length=1)
     task_id: str = Field(min_length=1)
     response: str
+    workspace: dict[str, Any] | None = Field(
+        default=None, description="the final workspace ({path: text}) of an episode, for verifiers that judge it"
+    )
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace_valid(cls, workspace: dict[str, Any] | None) -> dict[str, Any] | None:
+        if workspace is not None:
+            inline_files(workspace)
+        return workspace
 
 
 class Score(Record):
@@ -97,6 +141,7 @@ class Score(Record):
     status: Literal["scored", "infra_error"] = "scored"
     detail: str = Field(default="", description="what the verifier found, for people")
     feedback: str = Field(default="", description="text a model can use on its next turn")
+    environment: str | None = Field(default=None, description="hash of the environment the verdict was reached in")
 
     @model_validator(mode="after")
     def _reward_matches_status(self) -> Score:
@@ -144,6 +189,7 @@ class ExecResult(Record):
     sandbox_replaced: bool = Field(
         default=False, description="the sandbox broke during or after this run and was replaced by a fresh one"
     )
+    environment: str | None = Field(default=None, description="hash of the environment the run used, if any")
 
     @property
     def ok(self) -> bool:
@@ -194,6 +240,7 @@ class Trajectory(Record):
     score: Score | None = None
     stop_reason: StopReason = "done"
     policy_version: int = Field(default=0, ge=0, description="weights version that sampled it")
+    environment: str | None = Field(default=None, description="hash of the environment its tools and verifier ran in")
     timings: dict[str, float] = Field(default_factory=dict, description="seconds per phase")
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -30,6 +30,7 @@ class BackendSettings:
     python: str | None = None  # bwrap: host path of the interpreter used inside
     url: str | None = None  # remote: the service's base URL
     token: str | None = None  # remote: bearer token
+    environment: str | None = None  # bwrap: the name of a built environment to run on
 
 
 class Backend(Protocol):
@@ -52,7 +53,19 @@ class BwrapBackend:
         from veriloop.sandbox._python import find_python
         from veriloop.sandbox._server_handle import ServerHandle
 
-        launch = launch_for(find_python(settings.python), settings.limits, settings.network)
+        self.environment = None
+        if settings.environment is not None:
+            from veriloop.sandbox._environments import load_environment
+            from veriloop.sandbox._python import environment_python
+
+            if settings.python is not None:
+                raise UserError("a sandbox on an environment runs the environment's python: give one of the two")
+            self.environment = load_environment(settings.environment)
+            python = environment_python(self.environment)
+        else:
+            python = find_python(settings.python)
+        self._stamp = {"environment": self.environment.hash} if self.environment else None
+        launch = launch_for(python, settings.limits, settings.network)
         self._servers = [ServerHandle(launch, settings.limits) for _ in range(settings.workers)]
         self._idle: queue.SimpleQueue[ServerHandle] = queue.SimpleQueue()
         try:
@@ -68,9 +81,10 @@ class BwrapBackend:
     def execute(self, job: Job) -> ExecResult:
         server = self._idle.get()
         try:
-            return server.execute(job)
+            result = server.execute(job)
         finally:
             self._idle.put(server)
+        return result if self._stamp is None else result.model_copy(update=self._stamp)
 
     def close(self) -> None:
         for server in self._servers:

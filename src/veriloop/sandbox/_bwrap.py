@@ -106,12 +106,13 @@ def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
     # user namespace, which the server and every run drop before anything else.
     args += ["--share-net"] if network else ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN"]
     args += ["--die-with-parent", "--as-pid-1", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-    args += ["--hostname", "sandbox", *system_mounts(), *_python_mounts(python)]
+    args += ["--hostname", "sandbox", *system_mounts()]
     for name in etc:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     head, args = args, ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
     for mount in ("/workspace", "/tmp", "/dev/shm"):
         args += ["--size", size, "--tmpfs", mount]
+    args += _python_mounts(python)  # after the tmpfs mounts: an interpreter or environment under /tmp stays visible
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/workspace", "--clearenv"]
     path_dirs = [f"{d}/bin" for d in python.binds] + ["/usr/local/bin", "/usr/bin", "/bin"]
     env = {
@@ -121,6 +122,11 @@ def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
         "LANG": "C.UTF-8",
         "USER": "sandbox",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # Runs are cloned from a warm process without the C library's fork handlers, so a BLAS
+        # a warm module loaded must not keep a thread pool (it would not survive the clone).
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
     }
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -128,7 +134,7 @@ def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
     program = seccomp_program()
     if program is not None:
         data.append(("--seccomp", "", program))
-    command = [python.executable, "-I", "-c", SERVER_SOURCE]
+    command = [python.executable, "-I", "-c", SERVER_SOURCE, *python.warm]
     return Launch(
         head=tuple(head), data=tuple(data), tail=(*args, *command), run_as=NOBODY if os.geteuid() == 0 else None
     )

@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import PurePosixPath
 from typing import Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from veriloop.core import Record, Snapshot, UserError, describe_validation_error
+from veriloop.core import Record, Snapshot, UserError, describe_validation_error, workspace_path
 from veriloop.sandbox._limits import MIB, Limits
-
-
-def workspace_path(path: str) -> str:
-    """``path`` normalised, when it names a place inside the workspace; else ValueError."""
-    if not path or "\x00" in path:
-        raise ValueError(f"file name {path!r} is empty or holds a NUL byte")
-    pure = PurePosixPath(path)
-    if pure.is_absolute() or ".." in pure.parts or str(pure) in ("", "."):
-        raise ValueError(f"file name {path!r} must be a relative path inside the workspace, without '..'")
-    return str(pure)
 
 
 class Job(Record):

@@ -14,10 +14,14 @@ import os
 import stat
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from veriloop.core import UserError
+
+if TYPE_CHECKING:
+    from veriloop.sandbox._environments import Environment
 
 _PROBE = (
     "import json, site, sys, sysconfig;"
@@ -39,6 +43,7 @@ class SandboxPython:
     version: str
     binds: tuple[str, ...]  # directories outside /usr to mount read-only
     hidden: tuple[str, ...]  # site-packages directories covered by an empty mount
+    warm: tuple[str, ...] = ()  # modules to import before the first run, beyond the standard ones
 
 
 def _world_reachable(path: Path) -> bool:
@@ -104,4 +109,16 @@ def find_python(explicit: str | None = None) -> SandboxPython:
         "no Python interpreter usable inside the sandbox"
         + (f" ({'; '.join(problems)})" if problems else "")
         + "; install one (apt-get install python3) or pass python=PATH"
+    )
+
+
+def environment_python(environment: Environment) -> SandboxPython:
+    """The interpreter of ``environment`` as the sandbox sees it: its base interpreter's mounts,
+    plus the environment's directory (read-only, its site-packages visible)."""
+    base = find_python(environment.base_python)
+    return replace(
+        base,
+        executable=environment.python,
+        binds=(*base.binds, environment.path),
+        warm=environment.warm,
     )

@@ -17,6 +17,11 @@ class RemoteBackend:
     def __init__(self, settings: BackendSettings):
         import httpx
 
+        if settings.environment is not None:
+            raise UserError(
+                "a remote sandbox runs on the environment its service was started with "
+                "(veriloop sandbox serve --env NAME); leave environment unset here"
+            )
         if not settings.url:
             raise UserError("the remote sandbox backend needs url= (e.g. http://127.0.0.1:8080)")
         headers = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}

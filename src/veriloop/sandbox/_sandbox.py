@@ -38,6 +38,8 @@ class Sandbox:
     interpreters; "remote": a ``veriloop sandbox serve`` service at ``url``). ``limits`` apply
     to every run unless a call passes its own. ``network=True`` gives runs the host's network
     (bwrap only; off by default). ``python`` picks the interpreter used inside (bwrap only).
+    ``environment`` names a built environment (``veriloop env build``) whose packages runs can
+    import (bwrap only); every result then carries its hash.
 
     Every run returns an ExecResult; a run that hit a limit is a status, never an exception.
     Bad arguments raise UserError; a sandbox that cannot start, or a service that cannot be
@@ -54,13 +56,20 @@ class Sandbox:
         python: str | None = None,
         url: str | None = None,
         token: str | None = None,
+        environment: str | None = None,
     ):
         if not isinstance(workers, int) or not 1 <= workers <= 256:
             raise UserError(f"workers must be a whole number from 1 to 256, got {workers!r}")
         self.limits = limits or Limits()
         self.workers = workers
         settings = BackendSettings(
-            limits=self.limits, workers=workers, network=network, python=python, url=url, token=token
+            limits=self.limits,
+            workers=workers,
+            network=network,
+            python=python,
+            url=url,
+            token=token,
+            environment=environment,
         )
         self._backend: Backend = BACKENDS.get(backend)(settings)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox")

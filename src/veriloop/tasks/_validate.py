@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from veriloop.core import RowErrors, Task, UnknownNameError, describe_validation_error, iter_objects
+from veriloop.core import RowErrors, Task, UnknownNameError, WorkspaceError, describe_validation_error, iter_objects
 from veriloop.verifiers import VERIFIERS
 
 
@@ -39,6 +39,19 @@ def check_task(task: Task) -> str | None:
     except ValidationError as exc:
         return f"{task.verifier_kind} verifier: {describe_validation_error(exc, 'verifier.')}"
     return None
+
+
+def _placed_workspace(task: Task, base: str) -> tuple[Task, str | None]:
+    """``task`` with a workspace directory or archive named relative to its file made absolute,
+    and the problem with that workspace (a missing path, a link, too many files), if any."""
+    if not isinstance(task.workspace, str):
+        return task, None
+    placed = task.model_copy(update={"workspace": os.path.join(base, os.path.expanduser(task.workspace))})
+    try:
+        placed.workspace_files()
+    except WorkspaceError as exc:
+        return task, str(exc)
+    return placed, None
 
 
 def gold_failures(path: str | os.PathLike[str], tasks: list[tuple[int, Task]]) -> list[str]:
@@ -77,7 +90,8 @@ def check_task_file(path: str | os.PathLike[str], gold: bool = False) -> TaskSet
             errors.append(f"{where}: duplicate id {task.id!r} (first on line {first_line[task.id]})")
             continue
         first_line[task.id] = number
-        problem = check_task(task)
+        task, problem = _placed_workspace(task, os.path.dirname(os.path.abspath(path)))
+        problem = problem or check_task(task)
         if problem is not None:
             errors.append(f"{where}: {problem}")
             continue

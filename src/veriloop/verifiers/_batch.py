@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from veriloop.core import Registry, Response, Score, Task
-from veriloop.verifiers._registry import VERIFIERS, Verdict, score_of, verify
+from veriloop.verifiers._registry import VERIFIERS, Verdict, answer_of, score_of, verify
 
 BatchCheck = Callable[[Sequence[tuple[Any, Task, str]]], list[Verdict | Exception]]
 
@@ -35,7 +35,7 @@ def _check_batch(indices: list[int], pairs: Sequence[tuple[Task, Response]]) -> 
     for index in indices:
         task, response = pairs[index]
         try:
-            items.append((kind.parse_config(task.verifier), task, response.response))
+            items.append((kind.parse_config(task.verifier), task, answer_of(response)))
             item_indices.append(index)
         except ValidationError as exc:
             scored.append((index, score_of(kind.name, task, response, exc)))

@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from veriloop.core import Registry, Response, Score, Task
+from veriloop.core import Registry, Response, Score, Task, inline_files
 
 C = TypeVar("C", bound=BaseModel)
 
@@ -26,12 +26,29 @@ class VerifierConfig(BaseModel):
 
 @dataclass(frozen=True)
 class Verdict:
-    """What a check found. ``reward`` is in [0, 1] unless a kind documents otherwise."""
+    """What a check found. ``reward`` is in [0, 1] unless a kind documents otherwise;
+    ``environment`` is the hash of the environment the check ran in, if any."""
 
     reward: float
     passed: bool
     detail: str = ""
     feedback: str = ""
+    environment: str | None = None
+
+
+class Answer(str):
+    """The response text a check receives. ``workspace`` holds the response's final workspace
+    (``{path: bytes}``) when it has one: the kinds that judge a workspace read it, every other
+    kind sees only the text."""
+
+    workspace: dict[str, bytes] | None = None
+
+
+def answer_of(response: Response) -> Answer:
+    answer = Answer(response.response)
+    if response.workspace is not None:
+        answer.workspace = inline_files(response.workspace)
+    return answer
 
 
 class GraderError(Exception):
@@ -70,7 +87,7 @@ def verify(task: Task, response: Response) -> Score:
     kind = VERIFIERS.get(task.verifier_kind)
     try:
         config = kind.parse_config(task.verifier)
-        verdict = kind.check(config, task, response.response)
+        verdict = kind.check(config, task, answer_of(response))
     except Exception as exc:  # the grader broke: report it apart from wrong answers
         return score_of(kind.name, task, response, exc)
     return score_of(kind.name, task, response, verdict)
@@ -94,4 +111,5 @@ def score_of(kind_name: str, task: Task, response: Response, outcome: Verdict | 
         passed=outcome.passed,
         detail=outcome.detail,
         feedback=outcome.feedback,
+        environment=outcome.environment,
     )

@@ -1,6 +1,7 @@
 """The sandbox server: a warm interpreter inside bubblewrap that runs one child per job.
 
-The host (``_server_handle.py``) starts it as ``python3 -I -c <this source>``. It never imports
+The host (``_server_handle.py``) starts it as ``python3 -I -c <this source> [MODULE...]``, the
+modules being an environment's to pre-import. It never imports
 veriloop (standard library only, Python >= 3.9). It reads length-prefixed JSON jobs on stdin and
 answers on stdout. Each job carries ``enforced``: the limits of the run as exact numbers, computed
 by the host (``_limits.enforced_limits``); the server applies them and derives none of its own.
@@ -691,19 +692,45 @@ def unlock_tree(path):
                 os.chmod(child, 0o700)
 
 
+def mounts_below(tops):
+    """Mount points strictly inside the directories ``tops`` (read-only binds of an interpreter
+    or environment kept under /tmp, say) and every directory on the way to them."""
+    with open("/proc/self/mountinfo", "rb") as handle:
+        points = [line.split()[4].decode() for line in handle]
+    kept, on_the_way = set(), set()
+    for point in points:
+        for top in tops:
+            if point.startswith(top + "/"):
+                kept.add(point)
+                parent = os.path.dirname(point)
+                while parent != top:
+                    on_the_way.add(parent)
+                    parent = os.path.dirname(parent)
+    return frozenset(kept), frozenset(on_the_way - kept)
+
+
+def empty_directory(path, mode):
+    """Remove everything in ``path`` but the mounts below it, and give it ``mode`` again."""
+    os.chmod(path, 0o700)
+    for entry in os.scandir(path):
+        if entry.path in KEPT_MOUNTS:
+            continue
+        if entry.path in KEPT_PARENTS and entry.is_dir(follow_symlinks=False):
+            empty_directory(entry.path, 0o755)
+        elif entry.is_dir(follow_symlinks=False):
+            try:
+                shutil.rmtree(entry.path)
+            except OSError:
+                unlock_tree(entry.path)
+                shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+    os.chmod(path, mode)
+
+
 def empty_mounts():
     for mount, mode in SCRATCH_MODES.items():
-        os.chmod(mount, 0o700)
-        for entry in os.scandir(mount):
-            if entry.is_dir(follow_symlinks=False):
-                try:
-                    shutil.rmtree(entry.path)
-                except OSError:
-                    unlock_tree(entry.path)
-                    shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
-        os.chmod(mount, mode)
+        empty_directory(mount, mode)
 
 
 class Child:
@@ -836,6 +863,7 @@ def on_sigint(signum, frame):
         raise KeyboardInterrupt
 
 
+KEPT_MOUNTS, KEPT_PARENTS = frozenset(), frozenset()  # set at start: mounts inside the scratch mounts
 SETTINGS = None  # process_settings() of this server at start, checked before each job
 TEMPLATE_PID = None  # spared when the server ends a run's processes
 
@@ -851,8 +879,14 @@ def main():
     sys.dont_write_bytecode = True
     for name in WARM_MODULES:
         __import__(name)
-    global IPC_DENIED, SETTINGS, TEMPLATE_PID
+    for name in sys.argv[1:]:  # the environment's own (checked to import when it was built)
+        try:
+            __import__(name)
+        except Exception:
+            pass  # a warm module saves time; without it a run imports it itself
+    global IPC_DENIED, KEPT_MOUNTS, KEPT_PARENTS, SETTINGS, TEMPLATE_PID
     IPC_DENIED = ipc_is_denied()
+    KEPT_MOUNTS, KEPT_PARENTS = mounts_below(tuple(SCRATCH_MODES))
     for mount, mode in SCRATCH_MODES.items():
         os.chmod(mount, mode)  # bubblewrap makes them 0755; the first run gets what every later one does
     SETTINGS = process_settings()

@@ -72,6 +72,20 @@ def _sandbox():
         return _state["sandbox"], _state["pool"]
 
 
+def environment_sandbox(name: str | None):
+    """The shared sandbox on environment ``name`` (the plain code sandbox for None), started on
+    first use with the code workers' count; a missing environment raises UserError."""
+    if name is None:
+        return _sandbox()[0]
+    with _lock:
+        sandboxes = _state.setdefault("environments", {})
+        if name not in sandboxes:
+            from veriloop.sandbox import Sandbox
+
+            sandboxes[name] = Sandbox(workers=_state["workers"], environment=name)
+        return sandboxes[name]
+
+
 def start_code_sandbox() -> None:
     """Start the shared sandbox in the background, so its start-up overlaps other work.
 
@@ -119,12 +133,12 @@ def run_python(runs: Sequence[PythonRun]) -> list[ExecResult]:
 
     results = [run(runs[0])] if len(runs) == 1 else list(pool.map(run, runs))
     for index, result in enumerate(results):
-        if _sandbox_lost(result):
+        if sandbox_lost(result):
             results[index] = run(runs[index])
     return results
 
 
-def _sandbox_lost(result: ExecResult) -> bool:
+def sandbox_lost(result: ExecResult) -> bool:
     """Whether the run ended with its whole sandbox (replaced by a fresh one).
 
     That is retried once: a broken sandbox must not cost a candidate its reward. A program
@@ -134,6 +148,8 @@ def _sandbox_lost(result: ExecResult) -> bool:
 
 
 def _close_locked() -> None:
+    for sandbox in _state.pop("environments", {}).values():
+        sandbox.close()
     if _state["sandbox"] is not None:
         _state["pool"].shutdown(wait=False, cancel_futures=True)
         _state["sandbox"].close()
