@@ -34,3 +34,34 @@ def tiny_engine(tiny_model_dir):
     from veriloop.rollout import create_engine
 
     return create_engine("hf", model=str(tiny_model_dir))
+
+
+@pytest.fixture(scope="session")
+def env_store():
+    """A private environment store for this test run (reachable by the sandbox's unprivileged
+    user, as the store must be), set as ``VERILOOP_ENV_DIR`` for the session."""
+    import os
+    import shutil
+    import tempfile
+
+    from veriloop.sandbox._environments import ENV_DIR_VARIABLE
+
+    root = Path(tempfile.mkdtemp(prefix="veriloop-envs-", dir="/tmp"))
+    root.chmod(0o755)
+    previous = os.environ.get(ENV_DIR_VARIABLE)
+    os.environ[ENV_DIR_VARIABLE] = str(root)
+    yield root
+    if previous is None:
+        os.environ.pop(ENV_DIR_VARIABLE, None)
+    else:
+        os.environ[ENV_DIR_VARIABLE] = previous
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def env_with_pytest(env_store):
+    """An environment named ``pytest`` with pytest installed from the package registry, built
+    once per test run (the environment that terminal-coding tasks name)."""
+    from veriloop.sandbox._environments import build_environment
+
+    return build_environment("pytest", ["pytest"])

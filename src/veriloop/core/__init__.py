@@ -31,6 +31,7 @@ from veriloop.core._registry import Registry
 from veriloop.core._workspace import (
     WorkspaceError,
     inline_files,
+    inline_form,
     snapshot_archive,
     workspace_files,
     workspace_path,
@@ -61,6 +62,7 @@ __all__ = [
     "describe_validation_error",
     "ensure_strict_blas",
     "inline_files",
+    "inline_form",
     "iter_jsonl_objects",
     "iter_objects",
     "load_plugins",

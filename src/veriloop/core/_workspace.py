@@ -55,6 +55,17 @@ def inline_files(files: Mapping[str, Any]) -> dict[str, bytes]:
     return _within_bounds(decoded, "inline workspace")
 
 
+def inline_form(files: Mapping[str, bytes]) -> dict[str, Any]:
+    """``{path: bytes}`` as an inline workspace: text where the bytes are UTF-8, else base64."""
+    form: dict[str, Any] = {}
+    for path, content in files.items():
+        try:
+            form[path] = content.decode("utf-8")
+        except UnicodeDecodeError:
+            form[path] = {"base64": base64.b64encode(content).decode()}
+    return form
+
+
 def workspace_files(spec: Mapping[str, Any] | str | os.PathLike[str] | None) -> dict[str, bytes]:
     """The files of a workspace given in any of its forms (see the module's docstring)."""
     if spec is None:

@@ -206,6 +206,8 @@ def build_environment(
     target = root / f"{name}.{secrets.token_hex(4)}"
     try:
         _run([base.executable, "-I", "-m", "venv", "--without-pip", str(target)], "make the virtual environment", log)
+        for script in (target / "bin").glob("[aA]ctivate*"):
+            script.unlink()  # for shells, not sandboxes; they name the directory, so no two builds would hash alike
         pip = [sys.executable, "-m", "pip", "--python", f"{target}/bin/python", "install", "--no-input"]
         pip += ["--disable-pip-version-check", "--progress-bar", "off", *packages]
         if requirements is not None:
@@ -304,7 +306,10 @@ def _requirement_names(requirements: Path) -> list[str]:
 
 
 def _project_name(specifier: str) -> str:
-    """The project name a requirement specifier installs (``numpy>=2`` -> ``numpy``)."""
+    """The project name a requirement specifier installs (``numpy>=2`` -> ``numpy``; a wheel's
+    path or URL -> the name in its file name)."""
+    if specifier.endswith(".whl") or "/" in specifier:
+        specifier = specifier.rstrip("/").rsplit("/", 1)[-1].split("-", 1)[0]
     match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", specifier)
     return match.group(1) if match else specifier
 

@@ -8,7 +8,17 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from veriloop.core import RowErrors, Task, UnknownNameError, WorkspaceError, describe_validation_error, iter_objects
+from veriloop.core import (
+    Response,
+    RowErrors,
+    Task,
+    inline_files,
+    inline_form,
+    UnknownNameError,
+    WorkspaceError,
+    describe_validation_error,
+    iter_objects,
+)
 from veriloop.verifiers import VERIFIERS
 
 
@@ -54,14 +64,24 @@ def _placed_workspace(task: Task, base: str) -> tuple[Task, str | None]:
     return placed, None
 
 
+def gold_answer(task: Task) -> Response:
+    """The task's gold as a response: its text, or for a gold ``{"workspace": {path: text}}``
+    (the files a reference fix changes) the initial workspace with those files written over it."""
+    from veriloop.verifiers import gold_response
+
+    if isinstance(task.gold, dict) and set(task.gold) == {"workspace"} and isinstance(task.gold["workspace"], dict):
+        files = {**task.workspace_files(), **inline_files(task.gold["workspace"])}
+        return Response(id=task.id, task_id=task.id, response="", workspace=inline_form(files))
+    return Response(id=task.id, task_id=task.id, response=gold_response(task) or "")
+
+
 def gold_failures(path: str | os.PathLike[str], tasks: list[tuple[int, Task]]) -> list[str]:
     """``FILE: line N: gold answer fails its verifier: ...`` for each ``(line, task)`` whose
     gold answer does not pass (an infra error counts: the gold could not be checked)."""
-    from veriloop.core import Response
-    from veriloop.verifiers import code_workers, gold_response, verify_many
+    from veriloop.verifiers import code_workers, verify_many
 
     with_gold = [(line, task) for line, task in tasks if task.gold is not None]
-    pairs = [(task, Response(id=task.id, task_id=task.id, response=gold_response(task) or "")) for _, task in with_gold]
+    pairs = [(task, gold_answer(task)) for _, task in with_gold]
     scores = verify_many(pairs, threads=2 * code_workers())
     return [
         f"{path}: line {line}: gold answer fails its verifier: {score.detail}"

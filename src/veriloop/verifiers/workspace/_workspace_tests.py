@@ -206,7 +206,8 @@ def _tally(config: WorkspaceTestsConfig, cases: list[tuple], note: str, environm
     missing = [m for m in missing if tuple(m.split("::", 1)) not in seen]
     total = max(len(ours) + len(missing), config.expected_tests or 0)
     passed = sum(outcome == "passed" for *_, outcome in ours)
-    failing = [f"{file}::{name}" for file, _, name, outcome in ours if outcome != "passed"] + missing
+    failing = [f"{file}::{_shown_name(cls, name)}" for file, cls, name, outcome in ours if outcome != "passed"]
+    failing += missing
     reward = passed / total if total else 0.0
     complete = total > 0 and passed == total
     if config.all_or_nothing:
@@ -218,8 +219,12 @@ def _tally(config: WorkspaceTestsConfig, cases: list[tuple], note: str, environm
     return Verdict(reward, complete, detail=detail + note, feedback=feedback, environment=environment)
 
 
+def _shown_name(classname: str, name: str) -> str:
+    """A case's name with its test class, if any (``TestMore.test_negative``, ``test_double[4]``)."""
+    owner = classname.rsplit(".", 1)[-1]
+    return f"{owner}.{name}" if owner.startswith("Test") else name
+
+
 def _base_name(classname: str, name: str) -> str:
     """A case's test function as ``test_functions`` names it (parameters dropped)."""
-    function = name.split("[", 1)[0]
-    owner = classname.rsplit(".", 1)[-1]
-    return f"{owner}.{function}" if owner.startswith("Test") else function
+    return _shown_name(classname, name.split("[", 1)[0])
