@@ -36,6 +36,8 @@ def eval_(
     plugins: list[str] = typer.Option(
         [], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"
     ),
+    tools: str = typer.Option("", "--tools", help="tools episodes may call, comma-separated: python, shell, submit"),
+    max_turns: int = typer.Option(1, "--max-turns", min=1, help="model turns per episode (with --tools)"),
 ) -> int:
     """Evaluate a model on task sets; writes OUT/summary.json and OUT/samples.parquet.
 
@@ -49,7 +51,7 @@ def eval_(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from veriloop.core import load_plugins
-    from veriloop.evaluation import run_eval
+    from veriloop.evaluation import eval_episode_config, run_eval
 
     load_plugins(plugins)
 
@@ -65,6 +67,7 @@ def eval_(
             temperature=temperature,
             max_tokens=max_tokens,
             seed=seed,
+            episode=eval_episode_config(temperature, max_tokens, _tool_names(tools), max_turns),
             registry=registry,
             export_failures=export_failures,
             train_tasks=train or None,
@@ -107,3 +110,13 @@ def summary_lines(summary: dict) -> list[str]:
         )
     lines.append(f"wrote {summary['out']}/summary.json and samples.parquet")
     return lines
+
+
+def _tool_names(text: str) -> tuple[str, ...]:
+    from veriloop.core import UserError
+
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = sorted(set(names) - {"python", "shell", "submit"})
+    if unknown:
+        raise UserError(f"--tools: unknown tool {unknown[0]!r}; choose from python, shell, submit")
+    return names

@@ -15,7 +15,14 @@ from veriloop.evaluation._passk import (
     wilson_interval,
 )
 from veriloop.evaluation._report import Utilisation, pipeline_utilisation, render_report, write_report
-from veriloop.evaluation._run import EvalSettings, load_task_inputs, open_engine, resolve_model_dir, run_eval
+from veriloop.evaluation._run import (
+    EvalSettings,
+    eval_episode_config,
+    load_task_inputs,
+    open_engine,
+    resolve_model_dir,
+    run_eval,
+)
 from veriloop.evaluation._run_registry import REGISTRY_FILE, RegisteredRun, RunRegistry, default_registry_path
 from veriloop.evaluation._samples import EvalRun, EvalSample, load_run, read_samples, task_counts
 from veriloop.evaluation._summary import score_block, summarize, task_set_hash
@@ -51,6 +58,7 @@ __all__ = [
     "read_samples",
     "render_report",
     "resolve_model_dir",
+    "eval_episode_config",
     "run_eval",
     "score_block",
     "summarize",

@@ -89,6 +89,10 @@ def open_engine(model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_A
     if not isinstance(model, (str, os.PathLike)):
         return model, getattr(model, "name", type(model).__name__), False
     spec = os.fspath(model)
+    if spec.startswith("replay:"):
+        from veriloop.rollout import ReplayEngine
+
+        return ReplayEngine(spec.removeprefix("replay:")), spec, True
     if spec.startswith("openai:"):
         from veriloop.rollout import OpenAIEngine, parse_endpoint
 
@@ -100,15 +104,21 @@ def open_engine(model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_A
     return create_engine("hf", model=str(directory), device=device), spec, True
 
 
-def eval_episode_config(temperature: float, max_tokens: int) -> Any:
-    """A single-turn ``EpisodeConfig``; out-of-range values are a UserError."""
+def eval_episode_config(temperature: float, max_tokens: int, tools: Sequence[str] = (), max_turns: int = 1) -> Any:
+    """The ``EpisodeConfig`` of an eval (single-turn unless ``tools`` and ``max_turns`` say
+    otherwise); out-of-range values are a UserError."""
     from pydantic import ValidationError
 
     from veriloop.core import describe_validation_error
-    from veriloop.rollout import EpisodeConfig
+    from veriloop.rollout import EpisodeConfig, StopConfig
 
     try:
-        return EpisodeConfig(temperature=temperature, max_tokens_per_turn=max_tokens)
+        return EpisodeConfig(
+            temperature=temperature,
+            max_tokens_per_turn=max_tokens,
+            tools=tuple(tools),
+            stop=StopConfig(max_turns=max_turns),
+        )
     except ValidationError as exc:
         raise UserError(f"eval settings: {describe_validation_error(exc)}") from None
 
@@ -171,6 +181,7 @@ def _run_chunks(
     out: Path,
     concurrency: int,
     on_progress: Callable[[int, int], None] | None,
+    tools: Any = None,
 ) -> list[EvalSample]:
     """Every chunk's rows, reading finished parts and rolling out the rest."""
     from veriloop.rollout import rollout
@@ -198,6 +209,7 @@ def _run_chunks(
                 group_size=settings.samples_per_task,
                 concurrency=concurrency,
                 seed=settings.seed + SEED_STRIDE * start,
+                tools=tools,
             )
             wall_s = time.perf_counter() - started
             by_id = {task.id: task for task in chunk_tasks}
@@ -280,7 +292,12 @@ def run_eval(
             rows = read_samples(out / SAMPLES_FILE)
             summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
         else:
-            rows = _run_chunks(task_list, engine, episode, settings, out, concurrency, on_progress)
+            tools = _episode_tools(episode)
+            try:
+                rows = _run_chunks(task_list, engine, episode, settings, out, concurrency, on_progress, tools)
+            finally:
+                if tools is not None:
+                    tools.close()
             summary = _finish(out, settings, rows, overlap_report, skipped)
     finally:
         if owned:
@@ -297,6 +314,17 @@ def run_eval(
     if record or export_failures is not None:
         _write_json(out / SUMMARY_FILE, summary)
     return summary
+
+
+def _episode_tools(episode: Any) -> Any:
+    """Sandbox tools for episodes that may run code (on each task's environment), else None."""
+    if not {"python", "shell"} & set(episode.tools):
+        return None
+    from veriloop.rollout import SandboxTools
+    from veriloop.sandbox import Sandbox
+    from veriloop.verifiers import code_workers
+
+    return SandboxTools(Sandbox(workers=code_workers()))
 
 
 def _fit_context(

@@ -1,6 +1,6 @@
 """Layer 3: generation engines, multi-turn episodes, early stopping, and the trajectory store."""
 
-from veriloop.rollout import _hf, _openai  # noqa: F401  (register the engines)
+from veriloop.rollout import _hf, _openai, _replay  # noqa: F401  (register the engines)
 from veriloop.rollout._actions import Action, parse_action, tool_instructions
 from veriloop.rollout._engine import ENGINES, Engine, Prompt, create_engine
 from veriloop.rollout._episode import (
@@ -14,6 +14,7 @@ from veriloop.rollout._episode import (
 from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
+from veriloop.rollout._replay import ReplayEngine
 from veriloop.rollout._rollout import RolloutBatch, RolloutMetrics, arollout, rollout, summarize_rollout
 from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate, repeating_block
@@ -33,6 +34,7 @@ __all__ = [
     "LeanDecoder",
     "Observation",
     "OpenAIEngine",
+    "ReplayEngine",
     "Prompt",
     "RolloutBatch",
     "RolloutMetrics",

@@ -16,9 +16,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from veriloop.core import Message, Response, Score, Task, Trajectory, Turn
+from veriloop.core import (
+    Message,
+    Response,
+    Score,
+    Snapshot,
+    Task,
+    Trajectory,
+    Turn,
+    WorkspaceError,
+    describe_validation_error,
+    inline_form,
+    snapshot_archive,
+)
 from veriloop.rollout._actions import Action, parse_action, tool_instructions
 from veriloop.rollout._engine import Engine
 from veriloop.rollout._sampling import Sample, SamplingParams
@@ -47,10 +59,11 @@ class Observation:
     failed: bool
     seconds: float
     workspace: Any = None  # what the next tool call starts from (a sandbox snapshot)
+    environment: str | None = None  # hash of the environment the tool ran on
 
 
 class ToolExecutor(Protocol):
-    async def execute(self, action: Action, workspace: Any) -> Observation: ...
+    async def execute(self, action: Action, workspace: Any, environment: str | None = None) -> Observation: ...
 
 
 Verify = Callable[[Task, Response], Awaitable[Score]]
@@ -67,6 +80,7 @@ class _State:
     turns: list[Turn] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=lambda: {"generate_s": 0.0, "tools_s": 0.0, "verify_s": 0.0})
     workspace: Any = None
+    environment: str | None = None
 
 
 def observation_ids(tokenizer: Any, messages: list[dict[str, str]], observations: list[dict[str, str]]) -> list[int]:
@@ -92,7 +106,8 @@ def _start(task: Task, engine: Engine, config: EpisodeConfig) -> _State:
     prompt_ids: list[int] = []
     if engine.tokenizer is not None:
         prompt_ids = engine.encode_prompt(messages)  # type: ignore[attr-defined]
-    return _State(prompt_messages=list(messages), messages=list(messages), prompt_ids=prompt_ids)
+    workspace = Snapshot(archive=snapshot_archive(task.workspace_files())) if task.workspace is not None else None
+    return _State(prompt_messages=list(messages), messages=list(messages), prompt_ids=prompt_ids, workspace=workspace)
 
 
 def prompt_tokens(task: Task, engine: Engine, config: EpisodeConfig) -> int | None:
@@ -182,7 +197,7 @@ async def run_episode(
             stop_reason = {"repetition": "repetition", "length": "max_tokens"}[sample.finish_reason]
             break
         if action is None or action.tool == "submit":
-            score, seconds = await _timed(verify(task, Response(id=task.id, task_id=task.id, response=final_text)))
+            score, seconds = await _timed(_verify_final(verify, task, state, final_text))
             state.timings["verify_s"] += seconds
             if score.passed or not config.feedback_on_fail or score.status != "scored":
                 stop_reason = "done"
@@ -192,9 +207,10 @@ async def run_episode(
         elif tools is None:
             observation = Observation(text="Tools are not available.", failed=True, seconds=0.0)
         else:
-            observation = await tools.execute(action, state.workspace)
+            observation = await tools.execute(action, state.workspace, task.environment)
             state.timings["tools_s"] += observation.seconds
             state.workspace = observation.workspace
+            state.environment = observation.environment or state.environment
         if turn_index == config.stop.max_turns - 1:
             break
         if failures.record(action.argument if action else final_text, observation.failed):
@@ -208,9 +224,24 @@ async def run_episode(
             stop_reason = "max_tokens"
             break
     if score is None:
-        score, seconds = await _timed(verify(task, Response(id=task.id, task_id=task.id, response=final_text)))
+        score, seconds = await _timed(_verify_final(verify, task, state, final_text))
         state.timings["verify_s"] += seconds
     return _trajectory(task, engine, state, score, final_text, stop_reason, group_id, sample_index)
+
+
+async def _verify_final(verify: Verify, task: Task, state: _State, text: str) -> Score:
+    """The verifier's score of the answer ``text`` and, when the episode has a workspace, of the
+    workspace its last tool call left (a final workspace over the bounds of a response's scores 0)."""
+    if state.workspace is None:
+        return await verify(task, Response(id=task.id, task_id=task.id, response=text))
+    try:
+        final = inline_form(state.workspace.files())
+        response = Response(id=task.id, task_id=task.id, response=text, workspace=final)
+    except (WorkspaceError, ValidationError) as exc:
+        problem = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        detail = f"the final workspace cannot be judged: {problem}"
+        return Score(id=task.id, task_id=task.id, reward=0.0, detail=detail, feedback="The workspace is too large.")
+    return await verify(task, response)
 
 
 def _generation_failed(task: Task, sample: Sample) -> Score:
@@ -270,6 +301,7 @@ def _trajectory(
         score=score.model_copy(update={"id": trajectory_id}),
         stop_reason=stop_reason,  # type: ignore[arg-type]
         policy_version=engine.policy_version,
+        environment=score.environment or state.environment,
         timings={k: round(v, 6) for k, v in state.timings.items()},
     )
 

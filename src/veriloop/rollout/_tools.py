@@ -6,6 +6,7 @@ written on one turn are there on the next, while nothing else (processes, memory
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from veriloop.core import ExecResult
@@ -27,16 +28,32 @@ def format_observation(result: ExecResult) -> str:
 
 
 class SandboxTools:
-    """``ToolExecutor`` over a ``veriloop.sandbox.Sandbox``."""
+    """``ToolExecutor`` over a ``veriloop.sandbox.Sandbox``; tasks on an environment run on a
+    sandbox of that environment (with the same limits and workers), started on first use."""
 
     def __init__(self, sandbox: Any):
         self.sandbox = sandbox
+        self._on_environment: dict[str, Any] = {}
+        self._lock = threading.Lock()
 
-    async def execute(self, action: Action, workspace: Any) -> Observation:
+    def sandbox_for(self, environment: str | None) -> Any:
+        if environment is None:
+            return self.sandbox
+        with self._lock:
+            if environment not in self._on_environment:
+                from veriloop.sandbox import Sandbox
+
+                self._on_environment[environment] = Sandbox(
+                    limits=self.sandbox.limits, workers=self.sandbox.workers, environment=environment
+                )
+            return self._on_environment[environment]
+
+    async def execute(self, action: Action, workspace: Any, environment: str | None = None) -> Observation:
+        sandbox = self.sandbox_for(environment)
         if action.tool == "python":
-            result = await self.sandbox.arun_python(action.argument, snapshot=workspace, capture=True)
+            result = await sandbox.arun_python(action.argument, snapshot=workspace, capture=True)
         elif action.tool == "shell":
-            result = await self.sandbox.arun(action.argument, snapshot=workspace, capture=True)
+            result = await sandbox.arun(action.argument, snapshot=workspace, capture=True)
         else:
             raise ValueError(f"no sandbox tool for {action.tool!r}")
         return Observation(
@@ -44,4 +61,12 @@ class SandboxTools:
             failed=result.status != "ok",
             seconds=result.wall_s,
             workspace=result.snapshot if result.snapshot is not None else workspace,
+            environment=result.environment,
         )
+
+    def close(self) -> None:
+        with self._lock:
+            for sandbox in self._on_environment.values():
+                sandbox.close()
+            self._on_environment.clear()
+        self.sandbox.close()

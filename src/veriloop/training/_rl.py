@@ -459,7 +459,7 @@ class RLTrainer:
         self.metrics.close()
         self.heartbeats.close()
         if self._owns_tools and self.tools is not None:
-            self.tools.sandbox.close()
+            self.tools.close()
             self.tools = None
 
     def _start_pipeline(self) -> None:

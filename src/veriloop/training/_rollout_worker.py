@@ -124,7 +124,7 @@ class RolloutWorker:
 
     def close(self) -> None:
         if self.tools is not None:
-            self.tools.sandbox.close()
+            self.tools.close()
             self.tools = None
 
 
