@@ -69,3 +69,12 @@ def check(candidate):
     )
     assert result.status == "scored" and result.reward == 1 / 3
     assert "The tests stopped" in result.feedback and "ValueError: no fives" in result.feedback
+
+
+def test_an_answer_with_a_dataclass_runs_with_its_own_annotations(code, any_add_task):
+    program = (
+        "from dataclasses import dataclass\n\n@dataclass\nclass Sum:\n    a: int\n    b: int\n\n"
+        "def add(a, b):\n    assert Sum.__annotations__['a'] is int  # not the string 'int'\n"
+        "    total = Sum(a, b)\n    return total.a + total.b"
+    )
+    assert code.score(any_add_task, code.fenced(program)).reward == 1.0

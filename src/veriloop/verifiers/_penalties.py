@@ -233,8 +233,12 @@ def _code_check(spec: Any) -> dict[str, Any]:
 def find_unsafe_behaviour(config: UnsafeBehaviourConfig, task: Task, response: str) -> str | None:
     """The response's code, run in the sandbox under an audit hook, did something forbidden:
     created a process, used ctypes, reached for frames, opened files outside its directory,
-    opened sockets, ... (see ``code/sandboxed/_audit_hook.py``), however it spelt it."""
-    from veriloop.verifiers.code._audited_run import audited_run
+    opened sockets, ... (see ``code/sandboxed/_audit_hook.py``), however it spelt it.
+
+    This is a run of its own, apart from the graded one, so code that behaves otherwise there
+    (it tells the runs apart, or acts only on some inputs) dodges it. A ``python_tests`` check
+    judges its graded run itself with its ``unsafe_behaviour_penalty`` field: prefer that."""
+    from veriloop.verifiers.code._audited_run import audited_run, describe_findings
     from veriloop.verifiers.code._code_sandbox import CodeLimits
     from veriloop.verifiers.code._extract import candidate_program
 
@@ -243,7 +247,4 @@ def find_unsafe_behaviour(config: UnsafeBehaviourConfig, task: Task, response: s
     arguments = config.arguments if config.arguments is not None else check.get("inputs") or []
     program = candidate_program(response, str(check.get("prompt_code", "")), entry_point or None)
     report = audited_run(program, entry_point, arguments, CodeLimits(config.timeout_s, config.memory_mb))
-    if not report.findings:
-        return None
-    more = f" (and {len(report.findings) - 1} more)" if len(report.findings) > 1 else ""
-    return f"when run, the code did {report.findings[0][:160]!r}{more}, which is not allowed"
+    return describe_findings(report.findings) if report.findings else None

@@ -6,6 +6,10 @@ workers, never two candidates in one process. When the process dies during a cal
 exit, a crash, a memory limit), that call fails with the reason and the process is started
 again for the calls after it, a bounded number of times. A time limit ends the batch: the
 remaining calls fail as timed out, so a program that loops forever costs one time limit, not one per input.
+
+An ``audited`` request runs the same process under the audit hook (``sandboxed/_audit_hook.py``,
+added before the program compiles): its reports travel on the result channel beside the
+results, and come back as ``findings``, so what the graded run did is judged, not a rerun.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from veriloop.core import ExecResult
+from veriloop.verifiers.code._audited_run import audit_findings, audited_script
 from veriloop.verifiers.code.sandboxed._channel import parse_frames
 from veriloop.verifiers.code._code_sandbox import CodeLimits, PythonRun, run_python, sandbox_tag
 from veriloop.verifiers.code._scripts import build_script, new_nonce
@@ -41,15 +46,18 @@ class CallRequest:
     calls: Sequence[str]
     limits: CodeLimits
     repeat: Sequence[str] = ()
+    audited: bool = False
 
 
 @dataclass
 class CallResults:
-    """The outcome of each call key, or why the program could not run at all."""
+    """The outcome of each call key, or why the program could not run at all; for an audited
+    request, what the audit hook reported (``"event: arguments"``, in order)."""
 
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     load_error: str | None = None
     tampered: str | None = None
+    findings: list[str] = field(default_factory=list)
 
 
 def _ended(result: ExecResult) -> str:
@@ -100,12 +108,15 @@ def _valid(frame: dict[str, Any], count: int) -> bool:
     return isinstance(frame.get("error"), str) and type(raised) is list and all(type(n) is str for n in raised)
 
 
-def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults) -> set[int] | None:
+def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults, audited: bool) -> set[int] | None:
     """Record the frames of one run; the indices (within ``batch``) that got an answer.
 
     None when the run ended the batch: the program did not load, or the channel was forged.
     """
     frames, problem = parse_frames(result.stdout, nonce)
+    if audited:
+        findings, frames = audit_findings(frames, result)
+        out.findings += findings
     if not problem and frames and "load_error" in frames[0]:
         out.load_error = str(frames[0]["load_error"])
         return None
@@ -144,13 +155,18 @@ def _script(state: _Progress) -> PythonRun:
         "nonce": state.nonce,
         "repeat": [i for i, key in enumerate(state.pending) if key in twice],
     }
-    return PythonRun(build_script("_candidate_process", "run_candidate", job, sandbox_tag()), state.request.limits)
+    script = (
+        audited_script(job)
+        if state.request.audited
+        else build_script("_candidate_process", "run_candidate", job, sandbox_tag())
+    )
+    return PythonRun(script, state.request.limits)
 
 
 def _advance(state: _Progress, result: ExecResult) -> None:
     """Take one run's answers; leave in ``pending`` what must run again (empty when done)."""
     pending, out = state.pending, state.out
-    answered = _absorb(result, state.nonce, pending, out)
+    answered = _absorb(result, state.nonce, pending, out, state.request.audited)
     if answered is None:
         state.pending = []
         return

@@ -31,6 +31,14 @@ cases. Without a gold solution nothing can tell hard-coding from solving; the vi
 then count, the verdict's detail says so (``ONLY_VISIBLE``) and ``veriloop audit`` flags the
 task. Integers compare exactly. One response's failure (a huge value, tests that cannot finish on
 its results, a grader exception while scoring it) is that response's alone in a batch.
+
+With ``unsafe_behaviour_penalty`` the candidate's process runs under the audit hook
+(``sandboxed/_audit_hook.py``, added before the answer compiles), in every round: what the
+graded run itself did (processes, ``ctypes``, frames, sockets, files outside its directory)
+comes back with its results and takes the amount off the reward, with a line of feedback.
+A penalty sees only the response's text, so the ``unsafe_behaviour`` penalty of a combination
+runs the code apart from the graded run, and code that acts otherwise there (only on the
+tests' inputs, only after its first call) dodges it; this field leaves no run to dodge.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from pydantic import Field, field_validator, model_validator
 from veriloop.core import Task
 from veriloop.verifiers.code import _python_scoring as scoring
 from veriloop.verifiers._batch import register_batch_check
+from veriloop.verifiers.code._audited_run import describe_findings
 from veriloop.verifiers.code._candidate_calls import CallRequest, CallResults, Outcome, call_candidate, call_candidates
 from veriloop.verifiers.code._code_sandbox import CodeLimits
 from veriloop.verifiers.code._dynamic import example_calls, mutate_calls
@@ -86,6 +95,13 @@ class PythonTestsConfig(VerifierConfig):
     timeout_s: float = Field(default=6.0, gt=0, le=600, description="time limit of the candidate's process")
     memory_mb: int = Field(default=512, ge=64, le=65536, description="memory limit of each process, MiB")
     rel_tol: float = Field(default=1e-6, ge=0, le=1, description="float tolerance when comparing to the reference")
+    unsafe_behaviour_penalty: float | None = Field(
+        default=None,
+        ge=0,
+        description="run the answer under the audit hook and subtract this from its reward when the graded run "
+        "created processes, used ctypes, reached for frames, or opened sockets or files outside its directory "
+        "(default: no hook)",
+    )
 
     @field_validator("entry_point")
     @classmethod
@@ -165,6 +181,11 @@ class _Check:
     frame: dict[str, Any] = field(default_factory=dict)
     new_calls: list[str] = field(default_factory=list)
     outcome: Verdict | Exception | None = None
+
+    def request(self, calls: Sequence[str], repeat: Sequence[str] = ()) -> CallRequest:
+        """The candidate's run on ``calls``, audited when the task penalises unsafe behaviour."""
+        audited = self.config.unsafe_behaviour_penalty is not None
+        return CallRequest(self.program, self.config.entry_point, calls, self.config.limits(), repeat, audited)
 
     @property
     def fixed(self) -> bool:
@@ -246,7 +267,7 @@ def _run_candidates(checks: list[_Check]) -> None:
     for check in checks:
         dynamic = [key for key, _ in check.suite]
         calls = (list(check.plan.calls) if check.fixed else []) + dynamic
-        requests.append(CallRequest(check.program, check.config.entry_point, calls, check.config.limits(), dynamic))
+        requests.append(check.request(calls, dynamic))
     for check, results in zip(checks, call_candidates(requests)):
         check.results = results
         check.answers = dict(results.outcomes)
@@ -281,9 +302,9 @@ def _run_fixed_tests(checks: list[_Check]) -> None:
                     f"they still asked for new results after {MAX_ROUNDS} rounds"
                 )
             return
-        requests = [CallRequest(c.program, c.config.entry_point, c.new_calls, c.config.limits()) for c in again]
-        for check, more in zip(again, call_candidates(requests)):
+        for check, more in zip(again, call_candidates([c.request(c.new_calls) for c in again])):
             check.answers.update(more.outcomes)
+            check.results.findings += more.findings
             reason = more.load_error or more.tampered or "no result"
             for key in check.new_calls:
                 check.answers.setdefault(key, {"error": f"gave no result ({reason})", "harness": True})
@@ -310,6 +331,9 @@ def check_many(requests: Sequence[tuple[PythonTestsConfig, Task, str]]) -> list[
             check.outcome = _verdict(check)
         except Exception as exc:  # this check's grader broke: its infra error, never its neighbours'
             check.outcome = exc
+    for check in checks:
+        if isinstance(check.outcome, Verdict) and check.results.findings:
+            check.outcome = _penalised(check.outcome, check.results.findings, check.config.unsafe_behaviour_penalty)
     return [c.outcome if c.outcome is not None else GraderError("not checked") for c in checks]
 
 
@@ -327,6 +351,17 @@ def _verdict(check: _Check) -> Verdict:
     if check.only_visible and not dynamic:
         return replace(verdict, detail=f"{verdict.detail}; {ONLY_VISIBLE}")
     return verdict
+
+
+def _penalised(verdict: Verdict, findings: Sequence[str], amount: float | None) -> Verdict:
+    """``verdict`` less ``amount`` (never below 0) for what the audit hook saw the graded run do."""
+    reason = describe_findings(findings)
+    return Verdict(
+        max(0.0, verdict.reward - (amount or 0.0)),
+        False,
+        detail=f"{verdict.detail}; unsafe behaviour: {reason}",
+        feedback=f"{verdict.feedback} Penalised: {reason}.".strip(),
+    )
 
 
 ONLY_VISIBLE = "tests only check visible examples: counted, since no gold solution supplies other cases"

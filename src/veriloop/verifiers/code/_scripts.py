@@ -23,7 +23,7 @@ from typing import Any
 
 _SANDBOXED = Path(__file__).parent / "sandboxed"
 _SHARED = ("_wire", "_channel")
-_HELPERS = {"_tests_process": ("_expected_raises",)}
+_HELPERS = {"_tests_process": ("_expected_raises",), "_audit_hook": ("_candidate_process",)}
 """Further modules a harness needs, sent after the shared ones."""
 
 
@@ -56,7 +56,9 @@ TAG_PROBE = f"import sys as _sys\nprint({_TAG_EXPRESSION})\n"
 @functools.cache
 def _harness(module: str) -> tuple[str, str]:
     source = "".join(_module_source(name) for name in (*_SHARED, *_HELPERS.get(module, ()), module))
-    return source, compiled_blob(compile(source, f"<{module}>", "exec", optimize=2))
+    # dont_inherit: this module's ``from __future__ import annotations`` must not reach the
+    # harness, whose compile() of the candidate's program would inherit it in turn.
+    return source, compiled_blob(compile(source, f"<{module}>", "exec", dont_inherit=True, optimize=2))
 
 
 def build_script(module: str, function: str, job: dict[str, Any], sandbox_tag: str | None) -> str:

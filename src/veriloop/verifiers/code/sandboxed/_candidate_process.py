@@ -146,7 +146,7 @@ def run_candidate(job):
     calls, repeat = job["calls"], set(job.get("repeat", ()))
     namespace = {"__name__": "__candidate__"}
     try:
-        exec(compile(job["program"], CANDIDATE_FILE, "exec"), namespace)
+        exec(compile(job["program"], CANDIDATE_FILE, "exec", dont_inherit=True), namespace)
     except BaseException as exc:
         emit({"load_error": describe_error(exc, CANDIDATE_FILE)})
         return
