@@ -26,6 +26,9 @@ def compare(
     seed: int = typer.Option(0, "--seed", help="bootstrap seed"),
     examples: int = typer.Option(3, "--examples", min=0, help="flipped tasks shown per direction"),
     as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON"),
+    allow_environment_change: bool = typer.Option(
+        False, "--allow-environment-change", help="compare runs made on different builds of a task environment"
+    ),
 ) -> int:
     """Compare candidate B against baseline A task by task (B - A, paired bootstrap over tasks).
 
@@ -43,6 +46,8 @@ def compare(
     from veriloop.evaluation import load_run
 
     run_a, run_b = load_run(baseline), load_run(candidate)
+    if not allow_environment_change:
+        _same_environments(run_a, run_b)
     result = compare_runs(run_a.samples, run_b.samples, resamples=resamples, seed=seed)
     failures = result.gate_failures(max_drop, max_missing, max_infra) if gate else []
     if as_json:
@@ -54,6 +59,21 @@ def compare(
                 click.secho(f"gate: {line}", fg="red", err=True)
             click.echo(f"gate: {'FAIL' if failures else 'pass'} (max drop {max_drop:.3f})")
     return 1 if failures else 0
+
+
+def _same_environments(run_a, run_b) -> None:
+    """A UserError when both runs used an environment of one name in two different builds."""
+    from veriloop.core import UserError
+
+    a, b = run_a.summary.get("environments") or {}, run_b.summary.get("environments") or {}
+    changed = [
+        f"{name} {a[name][:12]} in A, {b[name][:12]} in B" for name in sorted(set(a) & set(b)) if a[name] != b[name]
+    ]
+    if changed:
+        raise UserError(
+            f"the runs used different builds of their environments ({'; '.join(changed)}): a difference may be "
+            "the packages', not the model's; pass --allow-environment-change to compare them anyway"
+        )
 
 
 def _print(result, run_a, run_b, examples: int) -> None:

@@ -19,6 +19,7 @@ from veriloop.cli import (
     _eval,
     _model,
     _quickstart,
+    _replay,
     _report,
     _sandbox,
     _tasks,
@@ -49,6 +50,7 @@ app.command("audit")(_audit.audit)
 app.command("eval")(_eval.eval_)
 app.command("compare")(_compare.compare)
 app.command("report")(_report.report)
+app.command("replay")(_replay.replay)
 
 
 def _print_user_error(exc: BaseException) -> None:

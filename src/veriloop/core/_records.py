@@ -241,6 +241,12 @@ class Trajectory(Record):
     stop_reason: StopReason = "done"
     policy_version: int = Field(default=0, ge=0, description="weights version that sampled it")
     environment: str | None = Field(default=None, description="hash of the environment its tools and verifier ran in")
+    scene: str | None = Field(
+        default=None, description="sha256 of its final workspace, kept in the run's scene store (failed episodes)"
+    )
+    final_workspace: Snapshot | None = Field(
+        default=None, exclude=True, description="the final workspace, in memory only: stores keep it as a scene"
+    )
     timings: dict[str, float] = Field(default_factory=dict, description="seconds per phase")
     metadata: dict[str, Any] = Field(default_factory=dict)
 

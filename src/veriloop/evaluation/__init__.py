@@ -23,6 +23,7 @@ from veriloop.evaluation._run import (
     resolve_model_dir,
     run_eval,
 )
+from veriloop.evaluation._scenes import Scene, find_scene, replay_scene
 from veriloop.evaluation._run_registry import REGISTRY_FILE, RegisteredRun, RunRegistry, default_registry_path
 from veriloop.evaluation._samples import EvalRun, EvalSample, load_run, read_samples, task_counts
 from veriloop.evaluation._summary import score_block, summarize, task_set_hash
@@ -40,6 +41,7 @@ __all__ = [
     "OverlapReport",
     "RegisteredRun",
     "RunRegistry",
+    "Scene",
     "Utilisation",
     "compare",
     "default_registry_path",
@@ -59,6 +61,8 @@ __all__ = [
     "render_report",
     "resolve_model_dir",
     "eval_episode_config",
+    "find_scene",
+    "replay_scene",
     "run_eval",
     "score_block",
     "summarize",

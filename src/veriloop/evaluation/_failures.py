@@ -35,6 +35,8 @@ def failed_tasks(tasks: Sequence[Task], samples: Sequence[EvalSample], model: st
             "detail": failure.detail,
             "feedback": failure.feedback,
         }
+        if failure.scene:  # its final workspace, in the eval's scenes/ (veriloop replay restores it)
+            record |= {"trajectory_id": failure.trajectory_id, "scene": failure.scene}
         exported.append(task.model_copy(update={"metadata": {**task.metadata, "eval_failure": record}}))
     return exported
 

@@ -31,6 +31,7 @@ from veriloop.tasks import load_tasks, question_text
 
 SETTINGS_FILE = "eval.json"
 PARTS_DIR = "parts"
+SCENES_DIR = "scenes"  # final workspaces of failed episodes, by sha256 (veriloop replay)
 SEED_STRIDE = 7919  # the rollout's per-task seed stride: chunk seeds continue the global sequence
 
 TaskInput = str | os.PathLike[str] | Sequence[Task | str | os.PathLike[str]]
@@ -48,6 +49,29 @@ class EvalSettings(Record):
     seed: int
     chunk_size: int = Field(ge=1)
     episode: dict[str, Any]
+    environments: dict[str, str] = Field(default_factory=dict, description="name -> hash of each task environment")
+
+
+def environment_hashes(tasks: Sequence[Task]) -> dict[str, str]:
+    """The hash of each environment the tasks name (a missing one is a UserError naming its build)."""
+    names = sorted({task.environment for task in tasks if task.environment})
+    if not names:
+        return {}
+    from veriloop.sandbox._environments import load_environment
+
+    return {name: load_environment(name).hash for name in names}
+
+
+def check_environments(settings: EvalSettings, trajectories: Sequence[Trajectory]) -> None:
+    """A UserError when an episode ran on another build of an environment than the eval began with."""
+    known = set(settings.environments.values())
+    for trajectory in trajectories:
+        if trajectory.environment and trajectory.environment not in known:
+            raise UserError(
+                f"task {trajectory.task_id} ran on environment build {trajectory.environment[:12]}, not the one this "
+                f"eval began with ({', '.join(f'{n} {h[:12]}' for n, h in settings.environments.items())}): "
+                "was it rebuilt during the run? Start the eval again in a new --out"
+            )
 
 
 def load_task_inputs(tasks: TaskInput) -> tuple[list[Task], list[str]]:
@@ -170,6 +194,9 @@ def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -
         verify_s=trajectory.timings.get("verify_s", 0.0),
         chunk=chunk,
         chunk_wall_s=round(wall_s, 6),
+        trajectory_id=trajectory.id,
+        scene=trajectory.scene or "",
+        environment=trajectory.environment or "",
     )
 
 
@@ -184,7 +211,7 @@ def _run_chunks(
     tools: Any = None,
 ) -> list[EvalSample]:
     """Every chunk's rows, reading finished parts and rolling out the rest."""
-    from veriloop.rollout import rollout
+    from veriloop.rollout import SceneStore, keep_scenes, rollout
 
     parts = out / PARTS_DIR
     parts.mkdir(parents=True, exist_ok=True)
@@ -213,7 +240,9 @@ def _run_chunks(
             )
             wall_s = time.perf_counter() - started
             by_id = {task.id: task for task in chunk_tasks}
-            done = [_sample_row(by_id[t.task_id], t, chunk, wall_s) for t in batch.trajectories]
+            check_environments(settings, batch.trajectories)
+            trajectories = keep_scenes(batch.trajectories, SceneStore(out / SCENES_DIR))
+            done = [_sample_row(by_id[t.task_id], t, chunk, wall_s) for t in trajectories]
             write_parquet(part, done)
         rows += done
         if on_progress is not None:
@@ -286,6 +315,7 @@ def run_eval(
             seed=seed,
             chunk_size=chunk_size,
             episode=episode.model_dump(mode="json"),
+            environments=environment_hashes(task_list),
         )
         _claim(out, settings)
         if (out / SAMPLES_FILE).is_file() and (out / SUMMARY_FILE).is_file():
@@ -378,6 +408,7 @@ def _finish(
         "seed": settings.seed,
         "temperature": settings.episode.get("temperature"),
         "max_tokens": settings.episode.get("max_tokens_per_turn"),
+        "environments": settings.environments,
         **summarize(rows, settings.samples_per_task),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "out": str(out),

@@ -42,6 +42,9 @@ class EvalSample(Record):
     verify_s: float = Field(default=0.0, ge=0)
     chunk: int = Field(default=0, ge=0, description="the part file the sample was written in")
     chunk_wall_s: float = Field(default=0.0, ge=0, description="wall-clock seconds of its whole chunk")
+    trajectory_id: str = Field(default="", description="the episode's id (veriloop replay takes it)")
+    scene: str = Field(default="", description="sha256 of the final workspace kept in OUT/scenes (failed episodes)")
+    environment: str = Field(default="", description="hash of the environment its tools and verifier ran in")
 
 
 def read_samples(path: str | os.PathLike[str]) -> list[EvalSample]:

@@ -19,7 +19,14 @@ from veriloop.rollout._rollout import RolloutBatch, RolloutMetrics, arollout, ro
 from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate, repeating_block
 from veriloop.rollout._tools import SandboxTools, format_observation
-from veriloop.rollout._store import TrajectoryStore, conversation, preference_pairs, sft_rows
+from veriloop.rollout._store import (
+    SceneStore,
+    TrajectoryStore,
+    conversation,
+    keep_scenes,
+    preference_pairs,
+    sft_rows,
+)
 
 summarize = summarize_rollout  # the earlier name, kept for one release
 
@@ -44,6 +51,7 @@ __all__ = [
     "StopConfig",
     "StopPredicate",
     "ToolExecutor",
+    "SceneStore",
     "TrajectoryStore",
     "arollout",
     "conversation",
@@ -53,6 +61,7 @@ __all__ = [
     "observation_ids",
     "parse_action",
     "parse_endpoint",
+    "keep_scenes",
     "preference_pairs",
     "repeating_block",
     "rollout",

@@ -302,6 +302,7 @@ def _trajectory(
         stop_reason=stop_reason,  # type: ignore[arg-type]
         policy_version=engine.policy_version,
         environment=score.environment or state.environment,
+        final_workspace=state.workspace,
         timings={k: round(v, 6) for k, v in state.timings.items()},
     )
 

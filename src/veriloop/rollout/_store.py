@@ -1,13 +1,19 @@
-"""The trajectory store: an append-only directory of Parquet parts.
+"""The trajectory store: an append-only directory of Parquet parts, and the scenes of failures.
 
 Each ``append`` writes one new part file atomically (temporary name, fsync, rename), so a run
 killed mid-write loses at most the batch it was writing and never corrupts earlier parts;
 leftover temporary files are ignored by readers. ``table()`` returns everything as one Arrow
 table for ad-hoc queries; ``query`` covers the common filters.
+
+A failed episode that had a workspace leaves a *scene*: its final workspace, kept in a
+``SceneStore`` (``scenes/`` beside the parts) under the sha256 of its archive, so equal final
+workspaces are kept once; the trajectory names it in ``scene``. ``veriloop replay`` restores a
+scene and runs the verifier on it again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import uuid
@@ -15,9 +21,47 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from veriloop.core import Trajectory, UserError, read_parquet_rows, write_parquet
+from veriloop.core import Snapshot, Trajectory, UserError, read_parquet_rows, write_parquet
 
 _PART = re.compile(r"^part-(\d{8})-[0-9a-f]{8}\.parquet$")
+
+
+_SCENE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class SceneStore:
+    """Final workspaces by the sha256 of their archive: ``ROOT/<sha256>.tar``."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root)
+
+    def put(self, snapshot: Snapshot) -> str:
+        digest = hashlib.sha256(snapshot.archive).hexdigest()
+        path = self.root / f"{digest}.tar"
+        if not path.is_file():
+            from veriloop.core import atomic_write
+
+            self.root.mkdir(parents=True, exist_ok=True)
+            with atomic_write(path, "wb") as handle:
+                handle.write(snapshot.archive)
+        return digest
+
+    def get(self, digest: str) -> Snapshot:
+        path = self.root / f"{digest}.tar"
+        if not _SCENE.match(digest) or not path.is_file():
+            raise UserError(f"scene {digest[:12]} is not in {self.root}")
+        return Snapshot(archive=path.read_bytes())
+
+
+def keep_scenes(trajectories: Iterable[Trajectory], scenes: SceneStore) -> list[Trajectory]:
+    """``trajectories``, each failed one with a final workspace naming its kept scene."""
+    kept = []
+    for trajectory in trajectories:
+        failed = trajectory.score is None or not trajectory.score.passed
+        if failed and trajectory.final_workspace is not None and trajectory.scene is None:
+            trajectory = trajectory.model_copy(update={"scene": scenes.put(trajectory.final_workspace)})
+        kept.append(trajectory)
+    return kept
 
 
 class TrajectoryStore:
@@ -27,6 +71,10 @@ class TrajectoryStore:
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise UserError(f"{self.root}: exists and is not a directory")
+
+    @property
+    def scenes(self) -> SceneStore:
+        return SceneStore(self.root / "scenes")
 
     def parts(self) -> list[Path]:
         if not self.root.is_dir():
@@ -39,6 +87,7 @@ class TrajectoryStore:
         if not batch:
             return None
         self.root.mkdir(parents=True, exist_ok=True)
+        batch = keep_scenes(batch, self.scenes)
         parts = self.parts()
         number = int(_PART.match(parts[-1].name).group(1)) + 1 if parts else 0
         path = self.root / f"part-{number:08d}-{uuid.uuid4().hex[:8]}.parquet"

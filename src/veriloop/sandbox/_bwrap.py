@@ -96,8 +96,19 @@ def _python_mounts(python: SandboxPython) -> list[str]:
     return args
 
 
-def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
-    """The bubblewrap invocation of a sandbox server with ``limits.disk_mb``-sized mounts."""
+def launch_for(
+    python: SandboxPython,
+    limits: Limits,
+    network: bool,
+    *,
+    workspace: str | None = None,
+    command: tuple[str, ...] | None = None,
+) -> Launch:
+    """The bubblewrap invocation of a sandbox server with ``limits.disk_mb``-sized mounts.
+
+    ``workspace`` (a host directory bound as ``/workspace`` instead of a tmpfs) and ``command``
+    (run instead of the server) make the sandbox a person can look around in (``open_shell``).
+    """
     size = str(limits.disk_mb << 20)
     etc = LOADER_ETC + (_ETC_NETWORK if network else ())
     args = [*_OOM_FIRST, bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
@@ -111,7 +122,10 @@ def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     head, args = args, ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
     for mount in ("/workspace", "/tmp", "/dev/shm"):
-        args += ["--size", size, "--tmpfs", mount]
+        if mount == "/workspace" and workspace is not None:
+            args += ["--bind", workspace, mount]
+        else:
+            args += ["--size", size, "--tmpfs", mount]
     args += _python_mounts(python)  # after the tmpfs mounts: an interpreter or environment under /tmp stays visible
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/workspace", "--clearenv"]
     path_dirs = [f"{d}/bin" for d in python.binds] + ["/usr/local/bin", "/usr/bin", "/bin"]
@@ -134,7 +148,37 @@ def launch_for(python: SandboxPython, limits: Limits, network: bool) -> Launch:
     program = seccomp_program()
     if program is not None:
         data.append(("--seccomp", "", program))
-    command = [python.executable, "-I", "-c", SERVER_SOURCE, *python.warm]
+    command = command or (python.executable, "-I", "-c", SERVER_SOURCE, *python.warm)
     return Launch(
         head=tuple(head), data=tuple(data), tail=(*args, *command), run_as=NOBODY if os.geteuid() == 0 else None
     )
+
+
+def open_shell(python: SandboxPython, files: dict[str, bytes], network: bool = False) -> int:
+    """An interactive shell on this terminal in a sandbox whose ``/workspace`` holds ``files``
+    (a private copy, removed afterwards); returns the shell's exit status."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="veriloop-shell-") as folder:
+        for name, content in files.items():
+            path = Path(folder, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+        launch = launch_for(python, Limits(), network, workspace=folder, command=("/bin/sh", "-i"))
+        if launch.run_as is not None:  # the sandbox user is nobody on the host: let it write its copy
+            for root, dirs, names in os.walk(folder):
+                for name in [*dirs, *names, "."]:
+                    os.chown(os.path.join(root, name), launch.run_as, launch.run_as)
+        fds = []
+        try:
+            for _, _, content in launch.data:
+                read_end, write_end = os.pipe()
+                os.write(write_end, content)
+                os.close(write_end)
+                fds.append(read_end)
+            drop = {} if launch.run_as is None else {"user": launch.run_as, "group": launch.run_as, "extra_groups": []}
+            argv = [arg for arg in launch.argv(fds) if arg != "--new-session"]  # keep the terminal
+            return subprocess.run(argv, env=HOST_ENV, cwd="/", pass_fds=fds, **drop).returncode
+        finally:
+            for fd in fds:
+                os.close(fd)
