@@ -4,7 +4,7 @@ from veriloop.verifiers.answers import _text  # noqa: F401  (registers the kinds
 from veriloop.verifiers.code import _python_tests, _stdio  # noqa: F401  (registers the code kinds)
 from veriloop.verifiers import _combine  # noqa: F401
 from veriloop.verifiers.answers import _json_schema, _math, _numeric, _reasoning_gym  # noqa: F401
-from veriloop.verifiers.workspace import _workspace_tests  # noqa: F401  (registers the workspace kinds)
+from veriloop.verifiers.workspace import _workspace_checks, _workspace_tests  # noqa: F401  (registers the workspace kinds)
 from veriloop.verifiers._combine import AllOfConfig, CheckSpec, WeightedConfig
 from veriloop.verifiers.answers._json_schema import JsonSchemaConfig
 from veriloop.verifiers.answers._math import MathConfig

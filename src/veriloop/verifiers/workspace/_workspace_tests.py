@@ -154,9 +154,10 @@ def final_workspace(task: Task, response: str) -> dict[str, bytes]:
     return dict(workspace) if workspace is not None else task.workspace_files()
 
 
-def run_in_environment(task: Task, program: str, files: dict[str, bytes], timeout_s: float, memory_mb: int):
+def run_in_environment(task: Task, program: str | list[str], files: dict[str, bytes], timeout_s: float, memory_mb: int):
     """Run ``program`` on a workspace of ``files`` in the task's environment (retried once if
-    the sandbox itself was lost)."""
+    the sandbox itself was lost): Python source on the environment's interpreter, or a command
+    line (argv, its first part looked up on the sandbox's PATH, which holds no workspace folder)."""
     from veriloop.sandbox import Limits
     from veriloop.verifiers.code._code_sandbox import environment_sandbox, sandbox_lost
 
@@ -164,9 +165,10 @@ def run_in_environment(task: Task, program: str, files: dict[str, bytes], timeou
     size_mb = sum(map(len, files.values())) >> 20
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_file_mb=max(64, size_mb + 1))
     snapshot = Snapshot(archive=snapshot_archive(files))
-    result = sandbox.run_python(program, snapshot=snapshot, limits=limits)
+    run = sandbox.run_python if isinstance(program, str) else sandbox.run
+    result = run(program, snapshot=snapshot, limits=limits)
     if sandbox_lost(result):
-        result = sandbox.run_python(program, snapshot=snapshot, limits=limits)
+        result = run(program, snapshot=snapshot, limits=limits)
     return result
 
 
