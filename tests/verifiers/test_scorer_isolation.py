@@ -16,7 +16,7 @@ import pytest
 
 from veriloop.verifiers import CheckTimeout, GraderError
 from veriloop.verifiers.answers._check_pool import CheckProcessCrashed, CheckPool
-from veriloop.verifiers.answers._scorer_sandbox import kept_in_tmp
+from veriloop.verifiers.answers._scorer_sandbox import MAX_PROCESSES, kept_in_tmp
 
 # Top-level names a checkout or venv under /tmp leaves in the box's private /tmp (read-only, kept).
 _KEPT = sorted({root.split("/")[2] for root in kept_in_tmp()})
@@ -62,6 +62,7 @@ def test_an_answer_sees_no_host_files(evaluator):
         "MKL_NUM_THREADS",
         "VERILOOP_SCRATCH_DIRS",
         "VERILOOP_SCRATCH_KEEP",
+        "VERILOOP_MAX_PROCESSES",
         "PWD",
         "MKL_CBWR",
         "VERILOOP_PLUGINS",
@@ -138,6 +139,62 @@ def test_a_check_past_its_deadline_is_stopped_and_the_pool_recovers(evaluator):
     while before & _host_processes(b"builtins:eval") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert before and not before & _host_processes(b"builtins:eval")  # the old box and all it ran are gone
+
+
+COUNTED_FORKS = """
+import os, time
+made, error = 0, None
+try:
+    for _ in range(4 * MAX_PROCESSES):
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        made += 1
+except OSError as exc:
+    error = str(exc)
+"""
+ENDLESS_FORKS = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+
+
+def _run(source: str, result: str = "None") -> str:
+    """An answer that runs ``source`` (statements) and evaluates to ``result`` in its namespace."""
+    return (
+        f"(lambda scope: (exec({source!r}, scope), eval({result!r}, scope))[1])({{'MAX_PROCESSES': {MAX_PROCESSES}}})"
+    )
+
+
+def test_an_answer_cannot_start_more_processes_than_its_box_holds(evaluator):
+    made, error = evaluator.call(_run(COUNTED_FORKS, "[made, error]"), timeout_s=30)
+    assert made < MAX_PROCESSES and "Resource temporarily unavailable" in error
+    assert evaluator.call("__import__('resource').getrlimit(__import__('resource').RLIMIT_NPROC)", timeout_s=30) == [
+        MAX_PROCESSES,
+        MAX_PROCESSES,
+    ]  # the cap an unprivileged host relies on; as root the box's pids cgroup holds it
+    assert evaluator.call("1 + 1", timeout_s=30) == 2
+
+
+def test_a_fork_bomb_ends_within_its_time_limit_and_the_host_and_next_check_are_unharmed(evaluator):
+    evaluator.call("0", timeout_s=30)
+    most, done = 0, threading.Event()
+
+    def watch() -> None:
+        nonlocal most
+        while not done.is_set():
+            most = max(most, len(_host_processes(b"builtins:eval")))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(CheckTimeout):
+            evaluator.call(_run(ENDLESS_FORKS), timeout_s=3)
+    finally:
+        done.set()
+        watcher.join()
+    assert time.monotonic() - started < 15
+    assert 2 <= most <= MAX_PROCESSES + 1, most  # the box (bubblewrap and what runs in it), never more
+    assert evaluator.call("1 + 1", timeout_s=60) == 2
 
 
 def test_a_box_that_cannot_start_is_a_crash_not_an_answer():

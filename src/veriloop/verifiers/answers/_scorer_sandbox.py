@@ -14,6 +14,13 @@ The process is PID 1 of its namespace, so together with ``_check_process``'s for
 check runs in a fresh child that is killed with all it started before the next one. When
 the host runs as root, the box runs as root's user namespace (the interpreter may live under
 ``/root``); inside it the process has no capabilities and sees only the read-only mounts.
+
+A box holds at most ``MAX_PROCESSES`` processes and threads (its template, the check's child
+and all they start), so an answer that forks without end fails its own forks instead of
+filling the host's process table: the check process sets ``RLIMIT_NPROC`` inside the box
+(``VERILOOP_MAX_PROCESSES``), which the kernel counts per box; as root, where that limit does
+not bind, the box runs in a pids cgroup of its own (``_pids_cap.py``), and without one no box
+is started (``ScorerBoxUnavailable``), since nothing else would cap it.
 """
 
 from __future__ import annotations
@@ -26,8 +33,16 @@ from pathlib import Path
 
 from veriloop.sandbox._bwrap import LOADER_ETC, bwrap_executable, system_mounts
 from veriloop.sandbox._seccomp import seccomp_program
+from veriloop.verifiers._registry import GraderError
+from veriloop.verifiers.answers._pids_cap import PidsCap
 
 TMP_MB = 64
+MAX_PROCESSES = 64
+"""Processes and threads one box may hold at once; a scorer needs one or two."""
+
+
+class ScorerBoxUnavailable(GraderError):
+    """No box can be started whose processes are capped (root without a pids cgroup)."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -73,6 +88,7 @@ def isolated_argv(argv: list[str], seccomp_fd: int | None) -> list[str]:
     env |= {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     env["VERILOOP_SCRATCH_DIRS"] = "/tmp"
     env["VERILOOP_SCRATCH_KEEP"] = os.pathsep.join(kept_in_tmp())
+    env["VERILOOP_MAX_PROCESSES"] = str(MAX_PROCESSES)
     for key, value in env.items():
         args += ["--setenv", key, value]
     if seccomp_fd is not None:
@@ -80,17 +96,35 @@ def isolated_argv(argv: list[str], seccomp_fd: int | None) -> list[str]:
     return [*args, *argv]
 
 
+def _pids_cap() -> PidsCap | None:
+    """The box's pids cgroup when the host runs as root (None otherwise); raises
+    ScorerBoxUnavailable when root has none."""
+    if os.geteuid() != 0:
+        return None
+    cap = PidsCap.create(MAX_PROCESSES + 1)  # and bubblewrap, which stays outside the box's namespace
+    if cap is None:
+        raise ScorerBoxUnavailable(
+            "as root, a scorer box needs a pids cgroup to cap its processes, and none can be made here; "
+            "run as an unprivileged user, or give this process a writable cgroup with the pids controller"
+        )
+    return cap
+
+
 def start_isolated_check_process(argv: list[str]) -> subprocess.Popen[bytes]:
     """Start ``argv`` in the box with piped stdin and stdout (stderr discarded)."""
+    cap = _pids_cap()
     program = seccomp_program()
     read_fd = None
     if program is not None:
         read_fd, write_fd = os.pipe()
         os.write(write_fd, program)  # a few hundred bytes: fits the pipe buffer
         os.close(write_fd)
+    command = isolated_argv(argv, read_fd)
+    if cap is not None:  # join the group first, so every process of the box starts in it
+        command = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', cap.join_file, *command]
     try:
-        return subprocess.Popen(
-            isolated_argv(argv, read_fd),
+        box = subprocess.Popen(
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -100,3 +134,6 @@ def start_isolated_check_process(argv: list[str]) -> subprocess.Popen[bytes]:
     finally:
         if read_fd is not None:
             os.close(read_fd)
+    if cap is not None:
+        cap.belongs_to(box)
+    return box
