@@ -17,10 +17,15 @@ Prints one JSON line:
   starting a run from it (the reset time), each over a plain run;
 - ``mixed_load``: throughput when 1 snippet in 10 is hostile (CPU loop, memory, fork and
   output floods, a daemon left behind);
+- ``workspace_reset``: starting a command from a 200-file, 2 MB workspace (a task's repository
+  restored from its snapshot) and running it, p50 and p99, beside the same command on an empty one;
+- ``environment_import`` (with ``--env NAME``, an environment holding numpy): a run that imports
+  numpy on the environment's warm interpreters, against a cold ``python -c "import numpy"`` of
+  the environment's interpreter, p50 in ms;
 - ``load_average_1m``: the machine's load before and after (other work on a shared machine
   slows both sides, the plain subprocesses more).
 
-Usage: python bench/sandbox.py [--snippets 600] [--rounds 3]
+Usage: python bench/sandbox.py [--snippets 600] [--rounds 3] [--env NAME] [--only SECTION,...]
 """
 
 from __future__ import annotations
@@ -175,6 +180,53 @@ def snapshot_times(sb: Sandbox, file_count: int, repeats: int = 20) -> dict[str,
     }
 
 
+def workspace_reset(sb: Sandbox, repeats: int = 100) -> dict[str, float]:
+    from veriloop.core import Snapshot, snapshot_archive
+
+    line = "value = 1  # a line of a module of a small repository\n"
+    files = {f"pkg/sub_{i % 10}/module_{i}.py": (line * 200)[: 10_000].encode() for i in range(200)}
+    snapshot = Snapshot(archive=snapshot_archive(files))
+    command = ["sh", "-c", "test -f pkg/sub_9/module_199.py"]
+    empty, restored = [], []
+    for _ in range(repeats):
+        for bucket, kwargs in ((empty, {}), (restored, {"snapshot": snapshot})):
+            started = time.perf_counter()
+            assert sb.run(command, **kwargs).ok is (bucket is restored)
+            bucket.append(time.perf_counter() - started)
+    return {
+        "files": len(files),
+        "bytes": sum(map(len, files.values())),
+        "command": " ".join(command),
+        "restore_and_run": _percentiles(restored),
+        "empty_workspace_run": _percentiles(empty),
+    }
+
+
+def environment_import(name: str, repeats: int = 30) -> dict[str, object]:
+    from veriloop.sandbox._environments import load_environment
+
+    environment = load_environment(name)
+    cold = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run([environment.python, "-c", "import numpy"], check=True)
+        cold.append(time.perf_counter() - started)
+    with Sandbox(limits=Limits(timeout_s=30, memory_mb=1024), workers=1, environment=name) as sb:
+        sb.run_python("pass")
+        warm = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            assert sb.run_python("import numpy\nnumpy.arange(3).sum()").ok
+            warm.append(time.perf_counter() - started)
+    return {
+        "environment": name,
+        "hash": environment.short_hash,
+        "warm": list(environment.warm),
+        "sandbox_run_p50_ms": round(1000 * statistics.median(warm), 2),
+        "cold_python_p50_ms": round(1000 * statistics.median(cold), 2),
+    }
+
+
 def mixed_load(count: int) -> dict[str, object]:
     codes = snippets(count)
     for index in range(0, count, 10):
@@ -204,7 +256,22 @@ def main() -> None:
     parser.add_argument("--snippets", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--snapshot-files", type=int, default=50)
+    parser.add_argument("--env", default=None, help="an environment with numpy, for environment_import")
+    parser.add_argument("--only", default=None, help="comma-separated sections: rates, workspace, environment")
     args = parser.parse_args()
+    sections = set(args.only.split(",")) if args.only else {"rates", "workspace", "environment"}
+    if sections - {"rates", "workspace", "environment"}:
+        parser.error(f"--only: unknown section(s) {', '.join(sorted(sections - {'rates', 'workspace', 'environment'}))}")
+    if sections != {"rates", "workspace", "environment"}:
+        report = {"bench": "sandbox", "load_average_1m": [round(os.getloadavg()[0], 2)]}
+        if "workspace" in sections:
+            with Sandbox(limits=Limits(timeout_s=10, memory_mb=512), workers=1) as sb:
+                sb.run(["true"])
+                report["workspace_reset"] = workspace_reset(sb)
+        if "environment" in sections and args.env:
+            report["environment_import"] = environment_import(args.env)
+        print(json.dumps(report))
+        return
     python = find_python()
     codes = snippets(args.snippets)
     load_before = os.getloadavg()[0]
@@ -220,6 +287,7 @@ def main() -> None:
             box_rates.append(rate)
             box_lat += lat
         snapshot = snapshot_times(sb, args.snapshot_files)
+        reset = workspace_reset(sb)
     plain_rate, box_rate = statistics.median(plain_rates), statistics.median(box_rates)
     print(
         json.dumps(
@@ -236,6 +304,8 @@ def main() -> None:
                 "cpu_per_snippet": cpu_per_snippet(python.executable, codes),
                 "cold_start_ms": cold_start(python.executable),
                 "snapshot": snapshot,
+                "workspace_reset": reset,
+                "environment_import": environment_import(args.env) if args.env else None,
                 "mixed_load": mixed_load(200),
                 "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             }

@@ -21,7 +21,6 @@ the job is sent, so a kill between runs is no run's ``memory_limit``.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import json
@@ -45,6 +44,7 @@ _READY_TIMEOUT_S = 30.0
 _GRACE_S = 5.0
 _BYTES_PER_S = 20 * MIB  # allowance for moving files in and out of the sandbox
 _STDERR_TAIL = 4096
+_MAX_HEADER = 64 * 1024  # an answer's JSON header: status, codes, times, detail
 
 
 class _Lost(Exception):
@@ -63,9 +63,9 @@ class _NeverStarted(_Lost):
 
 
 def max_reply_bytes(enforced: EnforcedLimits, capture: bool) -> int:
-    """The largest answer a server may send for a run (base64 included)."""
+    """The largest answer a server may send for a run: its outputs, its snapshot, a header."""
     snapshot = enforced.snapshot_bytes if capture else 0
-    return (2 * enforced.output_bytes + snapshot) * 4 // 3 + 64 * 1024
+    return 2 * enforced.output_bytes + snapshot + _MAX_HEADER
 
 
 def _wait(fd: int, events: int, deadline: float) -> None:
@@ -86,27 +86,43 @@ def _unread_bytes(fd: int) -> int:
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
 
 
-def _framed(message: dict) -> bytes:
-    data = json.dumps(message).encode()
-    return struct.pack(">I", len(data)) + data
+def job_frame(job: Job, enforced: EnforcedLimits) -> list[bytes]:
+    """The frame the server reads (``read_frame`` in sandboxed/_server.py): a JSON header
+    naming each blob by its index, then the blobs (archive, files, stdin) as raw bytes."""
+    blobs: list[bytes] = []
+
+    def blob(data: bytes) -> int:
+        blobs.append(data)
+        return len(blobs) - 1
+
+    header = {
+        "kind": job.kind,
+        "code": job.code,
+        "argv": list(job.argv),
+        "capture": job.capture,
+        "enforced": enforced.model_dump(mode="json"),
+        "archive": blob(job.snapshot.archive) if job.snapshot is not None else None,
+        "files": {name: blob(content) for name, content in job.files.items()},
+        "stdin": blob(job.stdin),
+    }
+    data = json.dumps({**header, "blobs": [len(b) for b in blobs]}).encode()
+    return [struct.pack(">I", len(data)) + data, *blobs]
 
 
-def _decode(text: str) -> str:
-    return base64.b64decode(text).decode("utf-8", errors="replace")
-
-
-def result_from_reply(reply: dict) -> ExecResult:
+def result_from_reply(reply: dict, blobs: list[bytes]) -> ExecResult:
     """The ExecResult a server's answer describes (ValueError, KeyError or TypeError if malformed)."""
-    snapshot = reply["snapshot"]
+    stdout, stderr, *rest = blobs
+    if bool(reply["snapshot"]) != bool(rest) or len(rest) > 1:
+        raise ValueError("its snapshot flag does not match what it sent")
     return ExecResult(
         status=reply["status"],
         exit_code=reply["exit_code"],
-        stdout=_decode(reply["stdout"]),
-        stderr=_decode(reply["stderr"]),
+        stdout=stdout.decode("utf-8", errors="replace"),
+        stderr=stderr.decode("utf-8", errors="replace"),
         wall_s=max(0.0, float(reply["wall_s"])),
         cpu_s=reply["cpu_s"],
         detail=reply["detail"],
-        snapshot=Snapshot(archive=base64.b64decode(snapshot)) if snapshot else None,
+        snapshot=Snapshot(archive=rest[0]) if rest else None,
     )
 
 
@@ -267,18 +283,19 @@ class ServerHandle:
         assert proc.stdout is not None
         return _unread_bytes(proc.stdout.fileno()) == 0 and (self._at_rest is None or self._at_rest.unchanged())
 
-    def _send(self, framed: bytes, deadline: float) -> None:
+    def _send(self, frame: list[bytes], deadline: float) -> None:
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdin.closed:
             raise _Lost("killed", "the sandbox was closed")
-        view = memoryview(framed)
         fd = proc.stdin.fileno()
-        while view:
-            _wait(fd, select.POLLOUT, deadline)
-            try:
-                view = view[os.write(fd, view[: 1 << 16]) :]
-            except BrokenPipeError:  # no reader left: the server died before it had the whole job
-                raise _NeverStarted("the sandbox died before it read the job") from None
+        for part in frame:
+            view = memoryview(part)
+            while view:
+                _wait(fd, select.POLLOUT, deadline)
+                try:
+                    view = view[os.write(fd, view[: 1 << 20]) :]
+                except BrokenPipeError:  # no reader left: the server died before it had the whole job
+                    raise _NeverStarted("the sandbox died before it read the job") from None
 
     def _job_left_unread(self, proc: subprocess.Popen[bytes]) -> bool:
         """Whether the server is dead with part of the last job still in its pipe.
@@ -312,23 +329,37 @@ class ServerHandle:
             left -= len(chunk)
         return b"".join(chunks)
 
-    def _receive(self, deadline: float, max_bytes: int) -> dict:
+    def _receive(self, deadline: float, max_bytes: int) -> tuple[dict, list[bytes]]:
+        """The next frame's header and blobs, all within ``max_bytes`` (else the server is lost)."""
         proc = self._proc
         if proc is None or proc.stdout is None or proc.stdout.closed:
             raise _Lost("killed", "the sandbox was closed")
         fd = proc.stdout.fileno()
-        header = self._read_exact(fd, 4, deadline)
-        if not header and self._job_left_unread(proc):
+        prefix = self._read_exact(fd, 4, deadline)
+        if not prefix and self._job_left_unread(proc):
             raise _NeverStarted("the sandbox died before it read the job")
-        if len(header) < 4:
+        if len(prefix) < 4:
             raise _Lost("killed", "the run ended its sandbox; it was replaced")
-        (size,) = struct.unpack(">I", header)
-        if size > max_bytes:
-            raise _Lost("killed", f"the sandbox sent {size} bytes, over the {max_bytes} bound; it was replaced")
+        (size,) = struct.unpack(">I", prefix)
+        if size > min(max_bytes, _MAX_HEADER):
+            raise _Lost("killed", f"the sandbox sent a {size}-byte header, over its bound; it was replaced")
         body = self._read_exact(fd, size, deadline)
         if len(body) < size:
             raise _Lost("killed", "the run ended its sandbox; it was replaced")
-        return json.loads(body)
+        header = json.loads(body)
+        lengths = header.get("blobs", []) if isinstance(header, dict) else None
+        if not isinstance(lengths, list) or not all(isinstance(n, int) and n >= 0 for n in lengths):
+            raise ValueError("its header lists no blob lengths")
+        if size + sum(lengths) > max_bytes:
+            total = size + sum(lengths)
+            raise _Lost("killed", f"the sandbox sent {total} bytes, over the {max_bytes} bound; it was replaced")
+        blobs = []
+        for length in lengths:
+            blob = self._read_exact(fd, length, deadline)
+            if len(blob) < length:
+                raise _Lost("killed", "the run ended its sandbox; it was replaced")
+            blobs.append(blob)
+        return header, blobs
 
     def execute(self, job: Job) -> ExecResult:
         """Run one job; a broken server becomes a result (timeout or killed), then is replaced.
@@ -341,8 +372,8 @@ class ServerHandle:
         if self._cap is not None:
             self._cap.fit(job.limits)
         try:
-            reply = self._deliver(job, enforced)
-            result = result_from_reply(reply)
+            reply, blobs = self._deliver(job, enforced)
+            result = result_from_reply(reply, blobs)
         except _Lost as exc:
             self.close()
             result = ExecResult(
@@ -368,11 +399,10 @@ class ServerHandle:
                 result = result.model_copy(update={"sandbox_replaced": True})
         return self._with_oom_kills(result, job.limits)
 
-    def _deliver(self, job: Job, enforced: EnforcedLimits) -> dict:
+    def _deliver(self, job: Job, enforced: EnforcedLimits) -> tuple[dict, list[bytes]]:
         """Send ``job`` to a live server and return its answer (raises _Lost)."""
-        payload = {**job.model_dump(mode="json", exclude={"limits"}), "enforced": enforced.model_dump(mode="json")}
-        framed = _framed(payload)
-        transfer = sum(len(c) for c in job.files.values()) + len(job.stdin)
+        framed = job_frame(job, enforced)
+        transfer = sum(map(len, framed))
         budget = enforced.wall_limit_s + _GRACE_S + transfer / _BYTES_PER_S
         max_bytes = max_reply_bytes(enforced, job.capture)
         try:
@@ -384,7 +414,7 @@ class ServerHandle:
         except _NeverStarted as exc:
             raise _Lost("killed", f"{exc}, twice in a row; it was replaced") from None
 
-    def _exchange(self, framed: bytes, budget: float, max_bytes: int) -> dict:
+    def _exchange(self, framed: list[bytes], budget: float, max_bytes: int) -> tuple[dict, list[bytes]]:
         if not self._is_ready():
             self.restart()
         self._forget_oom_kills()
