@@ -243,6 +243,8 @@ def unpack(archive, made):
         size = tar_number(block[124:136])
         kind = block[156:157]
         start, offset = offset + 512, offset + 512 + (size + 511) // 512 * 512
+        if start + size > len(view):
+            raise ValueError("the workspace archive ends inside a member")
         if kind in (b"x", b"L"):  # a pax header or a GNU long name for the next member
             data = bytes(view[start : start + size])
             long_name = pax_path(data) if kind == b"x" else data.rstrip(b"\0").decode("utf-8", "replace")
