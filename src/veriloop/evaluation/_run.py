@@ -54,12 +54,9 @@ class EvalSettings(Record):
 
 def environment_hashes(tasks: Sequence[Task]) -> dict[str, str]:
     """The hash of each environment the tasks name (a missing one is a UserError naming its build)."""
-    names = sorted({task.environment for task in tasks if task.environment})
-    if not names:
-        return {}
-    from veriloop.sandbox._environments import load_environment
+    from veriloop.sandbox._environments import environment_hashes as hashes
 
-    return {name: load_environment(name).hash for name in names}
+    return hashes(task.environment for task in tasks if task.environment)
 
 
 def check_environments(settings: EvalSettings, trajectories: Sequence[Trajectory]) -> None:

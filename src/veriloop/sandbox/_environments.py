@@ -134,6 +134,11 @@ def load_environment(name: str) -> Environment:
     return environment
 
 
+def environment_hashes(names) -> dict[str, str]:
+    """``{name: hash}`` of the named environments (a missing one is a UserError naming its build)."""
+    return {name: load_environment(name).hash for name in sorted(set(names))}
+
+
 def list_environments() -> list[Environment]:
     root = store_root()
     if not root.is_dir():

@@ -40,7 +40,8 @@ from veriloop.training._metrics import MetricsLogger
 from veriloop.training._model import load_policy, reference_model, save_final
 from veriloop.training._objective import LossInputs, objective
 from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, staleness_metrics
-from veriloop.training._run_config import check_and_save_run_config
+from veriloop.sandbox._environments import environment_hashes
+from veriloop.training._run_config import check_and_save_environments, check_and_save_run_config
 from veriloop.training._rollout_worker import episode_config, sandbox_tools, trainable_state
 from veriloop.training._step_timer import StepTimer
 
@@ -101,6 +102,8 @@ class RLTrainer:
         checkpoints = list_checkpoints(self.checkpoint_dir)
         resume_from = checkpoints[-1] if checkpoints else None
         check_and_save_run_config(self.out, config, resuming=resume_from is not None)
+        environments = environment_hashes(t.environment for t in self.tasks if t.environment)
+        check_and_save_environments(self.out, environments, config, resuming=resume_from is not None)
         self.model, self.tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
         self.reference = reference_model(self.model, config.model) if config.algorithm.beta > 0 else None
         self.engine = HFEngine(self.model, self.tokenizer, max_batch_size=config.rollout.max_batch_size)

@@ -16,6 +16,7 @@ from veriloop.core import UserError, atomic_write
 from veriloop.training._config import TrainConfig
 
 CONFIG_FILE = "train_config.json"
+ENVIRONMENTS_FILE = "environments.json"  # name -> hash of each environment the run's tasks name
 ALWAYS_CHANGEABLE = frozenset(
     {
         "run.out",
@@ -65,3 +66,20 @@ def check_and_save_run_config(out: Path, config: TrainConfig, resuming: bool) ->
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as handle:
         json.dump(now, handle, indent=2)
+
+
+def check_and_save_environments(out: Path, environments: dict[str, str], config: TrainConfig, resuming: bool) -> None:
+    """On resume, a UserError when an environment of the run's tasks is another build than the
+    one the run began with (unless ``run.resume_changes`` holds ``environments``); then save."""
+    path = out / ENVIRONMENTS_FILE
+    if resuming and path.is_file() and "environments" not in config.run.resume_changes:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        changed = [f"{n}: {saved[n][:12]} -> {h[:12]}" for n, h in sorted(environments.items()) if saved.get(n, h) != h]
+        if changed:
+            raise UserError(
+                f"{out}: the run began on other builds of its environments ({'; '.join(changed)}); rebuild "
+                "them as they were, use another run.out, or allow it with run.resume_changes=[environments]"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as handle:
+        json.dump(environments, handle, indent=2)
