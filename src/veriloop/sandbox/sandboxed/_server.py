@@ -16,8 +16,8 @@ earlier runs' code and outputs), so no run can find another's data in its memory
    after checking that its own limits, priority, affinity and OOM score are those it started
    with, and moving to a fresh network namespace if the last run left sockets in its own
    (TIME_WAIT ones outlive every process); the server sends the job over a pipe, and the child
-   unpacks the workspace, applies the rlimits and a seccomp filter that keeps it from signalling
-   the template, then runs the Python source in a fresh ``__main__`` (the fast path: a copy of a
+   unpacks the workspace and applies the rlimits (the seccomp filter that keeps it from
+   signalling the template it inherits: the template loads it on itself), then runs the Python source in a fresh ``__main__`` (the fast path: a copy of a
    warm process, not an interpreter start) or execs the command;
 2. the server feeds stdin, keeps at most the cap of stdout and stderr, and enforces the deadline;
 3. it SIGKILLs every other process of the PID namespace but the template and reaps them all
@@ -167,15 +167,19 @@ def report_failure(fd, kind, text):
 # ---- the child: prepare, limit, run -------------------------------------------------------
 
 
-def child_main(fds, guard):
-    """The run's process, a fresh copy of the template: it receives its job only now."""
+def child_main(fds):
+    """The run's process, a fresh copy of the template: it receives its job only now.
+
+    Every page it writes is copied from the template for it, so it does as little as it can
+    before the run: the server sends the job already digested (``child_job``), read here with
+    a few struct calls instead of a JSON parser."""
     job_r, stdin_r, stdout_w, stderr_w, report_w = fds
     try:
         drop_capabilities()  # the template's, kept for making network namespaces; a run has none
-        frame = read_frame(job_r)
-        if frame is None:
+        size = read_exact(job_r, 8)
+        plan = RunPlan(read_exact(job_r, struct.unpack("=Q", size)[0])) if size is not None else None
+        if plan is None or plan.truncated:
             os._exit(126)  # the server sent no job: it is gone or gave up on this run
-        _, job, blobs = frame
         os.setsid()
         os.dup2(stdin_r, 0)
         os.dup2(stdout_w, 1)
@@ -184,29 +188,76 @@ def child_main(fds, guard):
         os.closerange(4, 1 << 20)  # the template's socket among them: a run must not ask it for copies
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.chdir(WORKSPACE)
-        plan = RunPlan(job, blobs)
         if plan.files or plan.archive:
             prepare_workspace(plan)
-        for which, pair in plan.rlimits:
+        for which, pair in zip(PLANNED_RLIMITS, plan.rlimits):
             resource.setrlimit(which, pair)
-        if guard is not None and libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(guard), 0, 0):
-            raise OSError(ctypes.get_errno(), "could not load the seccomp filter that guards the template")
     except BaseException as exc:
         report_failure(REPORT_FD, "S", "%s: %s" % (type(exc).__name__, exc))
         os._exit(126)
-    if job["kind"] == "exec":
-        exec_command(job["argv"])
-    exec_python(job["code"])
+    if plan.argv is not None:
+        exec_command(plan.argv)
+    exec_python(plan.code)
+
+
+PLANNED_RLIMITS = (
+    resource.RLIMIT_AS,
+    resource.RLIMIT_CPU,
+    resource.RLIMIT_NPROC,
+    resource.RLIMIT_NOFILE,
+    resource.RLIMIT_FSIZE,
+    resource.RLIMIT_CORE,
+    resource.RLIMIT_MSGQUEUE,  # POSIX message queues would outlive the run
+)
+CHILD_HEAD = struct.Struct("=c%dqQQQQ" % (2 * len(PLANNED_RLIMITS)))  # kind, rlimits, code, argv, files, archive
+CHILD_FILE = struct.Struct("=QQ")  # name and content lengths
+
+
+def child_job(job, blobs):
+    """The job as the run's process reads it (``RunPlan``): a fixed struct of its kind, rlimits
+    and lengths, then the file names and lengths, the code, the arguments, the files' contents
+    and the workspace archive, as bytes."""
+    limits = [value for pair in rlimit_plan(job["enforced"]) for value in pair]
+    code = job["code"].encode("utf-8", "surrogatepass") if job["kind"] != "exec" else b""
+    argv = b"\0".join(arg.encode("utf-8", "surrogateescape") for arg in job["argv"]) if job["kind"] == "exec" else b""
+    files = [(name.encode("utf-8", "surrogateescape"), blobs[index]) for name, index in job["files"].items()]
+    index = job.get("archive")
+    archive = blobs[index] if index is not None else b""
+    kind = b"X" if job["kind"] == "exec" else b"P"
+    parts = [CHILD_HEAD.pack(kind, *limits, len(code), len(argv), len(files), len(archive))]
+    parts += [CHILD_FILE.pack(len(name), len(content)) for name, content in files]
+    parts += [code, argv, *[name for name, _ in files], *[content for _, content in files], archive]
+    return parts
 
 
 class RunPlan:
-    """What the child needs of its job: the workspace archive, the files, the rlimits."""
+    """What the run's process needs of its job, read from ``child_job``'s bytes."""
 
-    def __init__(self, job, blobs):
-        index = job.get("archive")
-        self.archive = blobs[index] if index is not None else b""
-        self.files = [(name, blobs[index]) for name, index in job["files"].items()]
-        self.rlimits = rlimit_plan(job["enforced"])
+    def __init__(self, data):
+        self.truncated = data is None
+        if data is None:
+            return
+        view = memoryview(data)
+        head = CHILD_HEAD.unpack_from(view)
+        kind, limits, (code_size, argv_size, file_count, archive_size) = head[0], head[1:-4], head[-4:]
+        self.rlimits = [(limits[i], limits[i + 1]) for i in range(0, len(limits), 2)]
+        offset = CHILD_HEAD.size
+        sizes = [CHILD_FILE.unpack_from(view, offset + i * CHILD_FILE.size) for i in range(file_count)]
+        offset += file_count * CHILD_FILE.size
+        self.code = str(view[offset : offset + code_size], "utf-8", "surrogatepass")
+        offset += code_size
+        argv = bytes(view[offset : offset + argv_size])
+        self.argv = [os.fsdecode(arg) for arg in argv.split(b"\0")] if kind == b"X" else None
+        offset += argv_size
+        names = []
+        for name_size, _ in sizes:
+            names.append(str(view[offset : offset + name_size], "utf-8", "surrogateescape"))
+            offset += name_size
+        self.files = []
+        for name, (_, content_size) in zip(names, sizes):
+            self.files.append((name, view[offset : offset + content_size]))
+            offset += content_size
+        self.archive = view[offset : offset + archive_size] if archive_size else b""
 
 
 def prepare_workspace(plan):
@@ -293,24 +344,25 @@ def pax_path(data):
 
 
 def rlimit_plan(enforced):
-    """``[(resource, (soft, hard)), ...]`` for a run, never above this server's hard limits."""
+    """``[(soft, hard), ...]`` for each of ``PLANNED_RLIMITS``, never above this server's hard
+    limits (the template's and so the run's: the server checks they are the same)."""
     memory = enforced["address_space_bytes"]
     wanted = (
-        (resource.RLIMIT_AS, memory, memory),
-        (resource.RLIMIT_CPU, enforced["cpu_soft_s"], enforced["cpu_hard_s"]),  # SIGXCPU first, then SIGKILL
-        (resource.RLIMIT_NPROC, enforced["tasks"], None),
-        (resource.RLIMIT_NOFILE, enforced["open_files"], None),
-        (resource.RLIMIT_FSIZE, enforced["file_bytes"], None),
-        (resource.RLIMIT_CORE, 0, None),
-        (resource.RLIMIT_MSGQUEUE, 0, None),  # POSIX message queues would outlive the run
+        (memory, memory),
+        (enforced["cpu_soft_s"], enforced["cpu_hard_s"]),  # SIGXCPU first, then SIGKILL
+        (enforced["tasks"], None),
+        (enforced["open_files"], None),
+        (enforced["file_bytes"], None),
+        (0, None),
+        (0, None),
     )
     plan = []
-    for which, soft, hard in wanted:
+    for which, (soft, hard) in zip(PLANNED_RLIMITS, wanted):
         _, current_hard = resource.getrlimit(which)
         hard = soft if hard is None else hard
         if current_hard != resource.RLIM_INFINITY:
             soft, hard = min(soft, current_hard), min(hard, current_hard)
-        plan.append((which, (soft, hard)))
+        plan.append((soft, hard))
     return plan
 
 
@@ -390,11 +442,21 @@ def print_exception(exc, traceback):
 RLIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
 
 
+OWN_FILES = {}  # (pid, path) -> a descriptor kept open, so a check costs a read, not an open
+
+
+def own_file(path):
+    """This process's own open descriptor of ``path`` (a /proc/self file)."""
+    key = (os.getpid(), path)
+    if key not in OWN_FILES:
+        OWN_FILES[key] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    return OWN_FILES[key]
+
+
 def process_settings():
     """What a process passes on to its children and a run could try to change in another:
     rlimits, nice value, scheduling policy, CPU affinity and OOM score."""
-    with open("/proc/self/oom_score_adj", "rb") as handle:
-        oom = handle.read()
+    oom = os.pread(own_file("/proc/self/oom_score_adj"), 64, 0)
     limits = tuple(map(resource.getrlimit, RLIMITS))
     return limits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), os.sched_getaffinity(0), oom
 
@@ -420,9 +482,15 @@ def clone_parent():
     return struct.unpack("=i", answer)[0] if len(answer) == 4 else -1
 
 
+# capset(2) and its arguments, made once: building them in each run's process would write to
+# dozens of pages it shares with the template, each then copied for it.
+CAP_HEADER = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+CAP_NONE = (ctypes.c_uint32 * 6)()
+capset = libc.capset  # looked up once: a lookup in each run's process makes and caches a function object
+
+
 def drop_capabilities():
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    if libc.capset(header, (ctypes.c_uint32 * 6)()):
+    if capset(CAP_HEADER, CAP_NONE):
         raise OSError(ctypes.get_errno(), "could not drop capabilities")
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 
@@ -441,8 +509,7 @@ def socket_counts():
     """This network namespace's own socket counters: sockets in use (of every family, orphaned
     TCP ones included) and TIME_WAIT ones. They differ from a fresh namespace's when a run left a
     socket behind. (The table's alloc, orphan and mem figures count every namespace: left out.)"""
-    with open(SOCKET_TABLE, "rb") as handle:
-        lines = handle.read().split(b"\n")
+    lines = os.pread(own_file(SOCKET_TABLE), 1 << 16, 0).split(b"\n")
     counts = []
     for line in lines:
         words = line.split()
@@ -455,6 +522,7 @@ def fresh_network():
     leaves the sandbox's). The old one goes with its last process, and its sockets with it."""
     if libc.unshare(CLONE_NEWNET):
         raise OSError(ctypes.get_errno(), "could not make a network namespace")
+    os.close(OWN_FILES.pop((os.getpid(), SOCKET_TABLE)))  # it shows the old namespace's sockets
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", IFF_UP | IFF_RUNNING))
 
@@ -465,6 +533,8 @@ def template_main(requests, settings):
     Before a copy, a network namespace a run left sockets in (TIME_WAIT ones outlive every
     process) is replaced, so that each run starts from a network as fresh as its files."""
     guard = guard_filter(os.getpid())
+    if guard is not None and libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(guard), 0, 0):
+        os._exit(1)  # the server finds its template gone and the host replaces the sandbox
     renew = may_make_networks()
     clean = socket_counts()
     while True:
@@ -486,7 +556,7 @@ def template_main(requests, settings):
             pid = clone_parent()
             if pid == 0:
                 requests.detach()
-                child_main(fds, guard)
+                child_main(fds)
         for fd in fds:
             os.close(fd)
         requests.send(struct.pack("=i", pid))
@@ -540,17 +610,15 @@ GUARDED_CALLS = {  # x86_64: the calls that send a signal to the process named b
     "rt_tgsigqueueinfo": 297,
     "pidfd_open": 434,
 }
-ALWAYS_DENIED = {  # x86_64: denied to runs, though the template (new network namespaces) needs unshare
-    "unshare": 272,
-    "pidfd_send_signal": 424,  # takes a pidfd, or a /proc/PID directory, whose target a filter cannot see
-}
+PIDFD_SEND_SIGNAL = 424  # x86_64; takes a pidfd, or a /proc/PID directory, whose target a filter cannot see
 
 
 def guard_filter(template_pid):
-    """A seccomp program (``struct sock_fprog``) a run loads on itself: no signal reaches the
-    template (EPERM), ``kill(-1)`` (every process but init and the caller) answers ESRCH as if
-    the run were alone, since the only others it could reach are its own, and ``unshare`` is
-    denied (EPERM) as it is to every sandbox process but the template. None off x86_64."""
+    """A seccomp program (``struct sock_fprog``) the template loads on itself, and so every run
+    it clones inherits: no signal reaches the template (EPERM), and ``kill(-1)`` (every process
+    but init and the caller) answers ESRCH as if the run were alone, since the only others it
+    could reach are its own. (Namespaces a run cannot make: it holds no capability, and
+    bubblewrap allows no user namespace.) None off x86_64."""
     if platform.machine() != "x86_64":
         return None
     ld, jeq, ret = 0x20, 0x15, 0x06
@@ -558,9 +626,8 @@ def guard_filter(template_pid):
     numbers = sorted(GUARDED_CALLS.values())
     code = [(ld, 0, 0, 0)]  # seccomp_data.nr; the filter bubblewrap loads already kills other architectures
     for index, number in enumerate(numbers):
-        code.append((jeq, len(numbers) - index + 3, 0, number))  # to the argument check
-    code.append((jeq, 1, 0, ALWAYS_DENIED["unshare"]))
-    code.append((jeq, 0, 1, ALWAYS_DENIED["pidfd_send_signal"]))
+        code.append((jeq, len(numbers) - index + 2, 0, number))  # to the argument check
+    code.append((jeq, 0, 1, PIDFD_SEND_SIGNAL))
     code.append((ret, 0, 0, eperm))
     code.append((ret, 0, 0, allow))
     code.append((ld, 0, 0, 16))  # the low half of args[0]: a pid is an int
@@ -818,7 +885,7 @@ class Child:
 
 
 def run_job(frame, child):
-    raw, job, blobs = frame
+    _, job, blobs = frame
     enforced = job["enforced"]
     started = time.monotonic()
     pid = child.pid()
@@ -832,9 +899,10 @@ def run_job(frame, child):
         os.waitpid(pid, 0)
         return unserved(started)
     try:
-        write_all(job_w, struct.pack(">I", len(raw)) + raw)
-        for blob in blobs:
-            write_all(job_w, blob)
+        parts = child_job(job, blobs)
+        write_all(job_w, struct.pack("=Q", sum(map(len, parts))))
+        for part in parts:
+            write_all(job_w, part)
     except OSError:
         pass  # the child is gone; its wait status tells the rest
     os.close(job_w)
@@ -880,10 +948,30 @@ def run_job(frame, child):
     except Exception as exc:
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: %s" % exc)
-    if template_died or os.waitpid(TEMPLATE_PID, os.WNOHANG)[0]:
+    if template_died or os.waitpid(TEMPLATE_PID, os.WNOHANG)[0] or ended_or_ending(TEMPLATE_PID):
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: the run ended its template process")
     return reply
+
+
+PF_EXITING = 0x4
+
+
+def ended_or_ending(pid):
+    """Whether ``pid`` has exited, is exiting, or has a SIGKILL pending: a signal a run sent it
+    (one the seccomp filter cannot see, such as SIGIO) may still be on its way when the run ends."""
+    try:
+        stat = os.pread(own_file("/proc/%d/stat" % pid), 4096, 0)
+        status = os.pread(own_file("/proc/%d/status" % pid), 8192, 0)
+    except OSError:
+        return True
+    fields = stat.rpartition(b")")[2].split()
+    if fields[0] in (b"Z", b"X", b"x") or int(fields[6]) & PF_EXITING:
+        return True
+    for line in status.split(b"\n"):
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) >> (signal.SIGKILL - 1) & 1:
+            return True
+    return False
 
 
 def unserved(started):
