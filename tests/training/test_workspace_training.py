@@ -66,3 +66,23 @@ def test_a_resumed_run_refuses_another_build_of_its_environments(make_config, tm
     allowed = make_config(run={"resume_changes": ["environments"]})
     check_and_save_environments(out, {"pytest": "b" * 64}, allowed, resuming=True)
     assert json.loads((out / "environments.json").read_text()) == {"pytest": "b" * 64}
+
+
+def test_the_tiny_model_trains_two_steps_on_the_terminal_coding_example(make_config, env_with_pytest):
+    from pathlib import Path
+
+    from veriloop.tasks import load_tasks
+    from veriloop.training import RLTrainer
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "terminal_coding" / "tasks.jsonl"
+    config = make_config(
+        rollout={"prompts_per_step": 2, "group_size": 2, "max_tokens": 8, "max_turns": 2, "tools": ("shell", "submit")},
+        algorithm={"dynamic_sampling": False},
+        run={"steps": 2},
+    )
+    trainer = RLTrainer(config, tasks=load_tasks(example))
+    try:
+        history = trainer.train()
+    finally:
+        trainer.close()
+    assert len(history) == 2 and not any(step.get("skipped") for step in history), history
