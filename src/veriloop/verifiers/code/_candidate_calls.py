@@ -47,6 +47,7 @@ class CallRequest:
     limits: CodeLimits
     repeat: Sequence[str] = ()
     audited: bool = False
+    environment: str | None = None  # the task's, whose packages the program may import
 
 
 @dataclass
@@ -160,7 +161,7 @@ def _script(state: _Progress) -> PythonRun:
         if state.request.audited
         else build_script("_candidate_process", "run_candidate", job, sandbox_tag())
     )
-    return PythonRun(script, state.request.limits)
+    return PythonRun(script, state.request.limits, environment=state.request.environment)
 
 
 def _advance(state: _Progress, result: ExecResult) -> None:
@@ -202,7 +203,12 @@ def call_candidates(requests: Sequence[CallRequest]) -> list[CallResults]:
 
 
 def call_candidate(
-    program: str, entry_point: str, calls: Sequence[str], limits: CodeLimits, repeat: Sequence[str] = ()
+    program: str,
+    entry_point: str,
+    calls: Sequence[str],
+    limits: CodeLimits,
+    repeat: Sequence[str] = (),
+    environment: str | None = None,
 ) -> CallResults:
     """``call_candidates`` for one program."""
-    return call_candidates([CallRequest(program, entry_point, calls, limits, repeat)])[0]
+    return call_candidates([CallRequest(program, entry_point, calls, limits, repeat, environment=environment)])[0]

@@ -119,17 +119,18 @@ class PythonRun:
     code: str
     limits: CodeLimits
     stdin: str = ""
+    environment: str | None = None  # a task's environment: its packages are importable
 
 
 def run_python(runs: Sequence[PythonRun]) -> list[ExecResult]:
     """Run each script in a fresh isolated interpreter, concurrently; results in order."""
     from veriloop.sandbox import Limits
 
-    sandbox, pool = _sandbox()
+    _, pool = _sandbox()
 
     def run(item: PythonRun) -> ExecResult:
         limits = Limits(timeout_s=item.limits.timeout_s, memory_mb=item.limits.memory_mb)
-        return sandbox.run_python(item.code, stdin=item.stdin, limits=limits)
+        return environment_sandbox(item.environment).run_python(item.code, stdin=item.stdin, limits=limits)
 
     results = [run(runs[0])] if len(runs) == 1 else list(pool.map(run, runs))
     for index, result in enumerate(results):

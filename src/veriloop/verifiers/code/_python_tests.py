@@ -150,7 +150,9 @@ def _dynamic_suite(config: PythonTestsConfig, task: Task, plan: TestPlan) -> Dyn
         rng = random.Random(f"{config.seed}:{task.id}")
         inputs = mutate_calls(base, config.dynamic_cases * 2, rng)
         gold = candidate_program(task.gold, config.prompt_code, config.entry_point)
-        ran = call_candidate(gold, config.entry_point, inputs, config.limits(), repeat=inputs)
+        ran = call_candidate(
+            gold, config.entry_point, inputs, config.limits(), repeat=inputs, environment=task.environment
+        )
         if ran.load_error or ran.tampered:
             raise GraderError(f"the gold solution does not run: {ran.load_error or ran.tampered}")
         suite = tuple(
@@ -185,7 +187,9 @@ class _Check:
     def request(self, calls: Sequence[str], repeat: Sequence[str] = ()) -> CallRequest:
         """The candidate's run on ``calls``, audited when the task penalises unsafe behaviour."""
         audited = self.config.unsafe_behaviour_penalty is not None
-        return CallRequest(self.program, self.config.entry_point, calls, self.config.limits(), repeat, audited)
+        return CallRequest(
+            self.program, self.config.entry_point, calls, self.config.limits(), repeat, audited, self.task.environment
+        )
 
     @property
     def fixed(self) -> bool:

@@ -172,7 +172,7 @@ def _dynamic_suite(config: StdioConfig, task: Task) -> tuple[StdioCase, ...]:
         rng = random.Random(f"{config.seed}:{task.id}")
         inputs = mutate_stdin([case.input for case in config.cases], config.dynamic_cases * 2, rng)
         gold, _ = extract_code(task.gold)
-        results = run_python([PythonRun(gold, config.limits(), text) for text in inputs])
+        results = run_python([PythonRun(gold, config.limits(), text, task.environment) for text in inputs])
         suite = tuple(
             StdioCase(input=text, output=result.stdout)
             for text, result in zip(inputs, results)
@@ -196,7 +196,7 @@ def check_stdio(config: StdioConfig, task: Task, response: str) -> Verdict:
     program, _ = extract_code(response)
     if not program.strip():
         return Verdict(0.0, False, detail="no program in the answer", feedback="Your answer contains no program.")
-    results = run_python([PythonRun(program, config.limits(), case.input) for _, case in cases])
+    results = run_python([PythonRun(program, config.limits(), case.input, task.environment) for _, case in cases])
     passed, problems = 0, []
     for number, ((label, case), result) in enumerate(zip(cases, results), start=1):
         failure = _run_failure(result)
