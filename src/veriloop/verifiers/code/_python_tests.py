@@ -44,6 +44,7 @@ tests' inputs, only after its first call) dodges it; this field leaves no run to
 from __future__ import annotations
 
 import ast
+import builtins
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -125,11 +126,57 @@ class PythonTestsConfig(VerifierConfig):
             raise ValueError(f"suite '{self.suite}' needs 'tests' (or use suite 'dynamic' with a gold solution)")
         return self
 
+    @model_validator(mode="after")
+    def _names_defined(self) -> PythonTestsConfig:
+        """A name the tests use that nothing defines (``ad(2, 2)`` for ``add(2, 2)``) would fail
+        its case at run time, not the answer: it is a mistake in the task."""
+        provided = bound_names(self.prompt_code) | bound_names(self.tests) | {self.entry_point}
+        for name, line in undefined_names(self.tests, provided):
+            raise ValueError(f"tests line {line}: name {name!r} is not defined (a typo for {self.entry_point!r}?)")
+        return self
+
     def limits(self) -> CodeLimits:
         return CodeLimits(self.timeout_s, self.memory_mb)
 
     def test_limits(self) -> CodeLimits:
         return CodeLimits(self.timeout_s * 2 + 5, max(self.memory_mb, 512))
+
+
+_BUILTINS = frozenset(dir(builtins)) | {"__name__", "__file__", "__builtins__", "_vl_case"}
+
+
+def bound_names(code: str) -> set[str]:
+    """Every name ``code`` binds anywhere: assignments, loop and ``with`` targets, imports,
+    functions, classes and their parameters, comprehension and exception variables."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            names.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            names.update(node.names)
+    return names
+
+
+def undefined_names(code: str, provided: set[str]) -> list[tuple[str, int]]:
+    """``(name, line)`` of each name ``code`` reads that neither it, ``provided`` nor the builtins
+    define; none when a star import could define anything."""
+    tree = ast.parse(code)
+    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)):
+        return []
+    known = provided | _BUILTINS
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in known:
+            found.setdefault(node.id, node.lineno)
+    return sorted(found.items(), key=lambda item: item[1])
 
 
 DynamicSuite = tuple[tuple[str, Outcome], ...]
