@@ -184,7 +184,7 @@ def workspace_reset(sb: Sandbox, repeats: int = 100) -> dict[str, float]:
     from veriloop.core import Snapshot, snapshot_archive
 
     line = "value = 1  # a line of a module of a small repository\n"
-    files = {f"pkg/sub_{i % 10}/module_{i}.py": (line * 200)[: 10_000].encode() for i in range(200)}
+    files = {f"pkg/sub_{i % 10}/module_{i}.py": (line * 200)[:10_000].encode() for i in range(200)}
     snapshot = Snapshot(archive=snapshot_archive(files))
     command = ["sh", "-c", "test -f pkg/sub_9/module_199.py"]
     empty, restored = [], []
@@ -261,7 +261,9 @@ def main() -> None:
     args = parser.parse_args()
     sections = set(args.only.split(",")) if args.only else {"rates", "workspace", "environment"}
     if sections - {"rates", "workspace", "environment"}:
-        parser.error(f"--only: unknown section(s) {', '.join(sorted(sections - {'rates', 'workspace', 'environment'}))}")
+        parser.error(
+            f"--only: unknown section(s) {', '.join(sorted(sections - {'rates', 'workspace', 'environment'}))}"
+        )
     if sections != {"rates", "workspace", "environment"}:
         report = {"bench": "sandbox", "load_average_1m": [round(os.getloadavg()[0], 2)]}
         if "workspace" in sections:
