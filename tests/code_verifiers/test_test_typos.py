@@ -55,3 +55,19 @@ def test_tasks_validate_reports_the_typo_and_exits_2(tmp_path, run_cli):
     (tmp_path / "t.jsonl").write_text(json.dumps(task) + "\n")
     done = run_cli("tasks", "validate", str(tmp_path / "t.jsonl"))
     assert done.returncode == 2 and "line 1" in done.stderr and "tests line 2: name 'ad' is not defined" in done.stderr
+
+
+def test_tests_that_import_a_package_need_an_environment_that_has_it():
+    tests = "import numpy as np\nassert add(1, 2) == np.int64(3)\n"
+    bare = _task(tests)
+    problem = check_task(bare)
+    assert problem is not None and "tests line 1 imports 'numpy'" in problem and "environment" in problem
+    assert check_task(bare.model_copy(update={"environment": "sci"})) is None
+    assert check_task(_task("import json\nassert add(1, 2) == json.loads('3')\n")) is None
+
+
+def test_dynamic_tests_need_a_gold_solution():
+    verifier = {"kind": "python_tests", "entry_point": "add", "suite": "dynamic", "inputs": [[1, 2]]}
+    task = Task(id="t", domain="code", prompt="p", verifier=verifier)
+    assert "needs the task's gold solution" in check_task(task)
+    assert check_task(task.model_copy(update={"gold": "def add(a, b):\n    return a + b\n"})) is None

@@ -20,6 +20,7 @@ from veriloop.core import (
     iter_objects,
 )
 from veriloop.verifiers import VERIFIERS
+from veriloop.verifiers._registry import task_problem
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,11 @@ def check_task(task: Task) -> str | None:
     except UnknownNameError as exc:
         return str(exc)
     try:
-        kind.parse_config(task.verifier)
+        config = kind.parse_config(task.verifier)
     except ValidationError as exc:
         return f"{task.verifier_kind} verifier: {describe_validation_error(exc, 'verifier.')}"
-    return None
+    problem = task_problem(kind, config, task)
+    return f"{task.verifier_kind} verifier: {problem}" if problem else None
 
 
 def _placed_workspace(task: Task, base: str) -> tuple[Task, str | None]:

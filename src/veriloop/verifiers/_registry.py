@@ -82,6 +82,23 @@ def register_verifier(
     return add
 
 
+TASK_CHECKS: Registry[Callable[[Any, Task], str | None]] = Registry("task check")
+"""kind name -> ``check(config, task) -> problem or None``: what a kind finds wrong with a task
+beyond its own fields (the gold it needs, what its code imports), run by ``tasks validate``."""
+
+
+def register_task_check(name: str) -> Callable[[Callable[[Any, Task], str | None]], Callable[[Any, Task], str | None]]:
+    """Decorator registering kind ``name``'s task check (see ``TASK_CHECKS``)."""
+    return TASK_CHECKS.register(name)
+
+
+def task_problem(kind: VerifierKind[Any], config: Any, task: Task) -> str | None:
+    """What kind ``kind``'s task check finds wrong with ``task``, if it has one."""
+    if kind.name not in TASK_CHECKS.names():
+        return None
+    return TASK_CHECKS.get(kind.name)(config, task)
+
+
 def verify(task: Task, response: Response) -> Score:
     """Score one response to one task. Grader failures are ``infra_error``; answers never raise."""
     kind = VERIFIERS.get(task.verifier_kind)

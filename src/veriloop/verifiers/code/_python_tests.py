@@ -46,6 +46,7 @@ from __future__ import annotations
 import ast
 import builtins
 import random
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -62,7 +63,7 @@ from veriloop.verifiers.code._dynamic import example_calls, mutate_calls
 from veriloop.verifiers.code._extract import candidate_program
 from veriloop.verifiers.code._literal_tests import LiteralCase, literal_suite, literal_tally
 from veriloop.verifiers._memo import Memo
-from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
+from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_task_check, register_verifier
 from veriloop.verifiers.code._tests_host import TestPlan, Visible, evaluate_tests, plans_for
 from veriloop.verifiers.code.sandboxed._wire import call_key
 
@@ -177,6 +178,36 @@ def undefined_names(code: str, provided: set[str]) -> list[tuple[str, int]]:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in known:
             found.setdefault(node.id, node.lineno)
     return sorted(found.items(), key=lambda item: item[1])
+
+
+def foreign_imports(code: str) -> list[tuple[str, int]]:
+    """``(module, line)`` of each import of ``code`` that is not of the standard library."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            continue
+        found += [(name, node.lineno) for name in names if name.split(".")[0] not in sys.stdlib_module_names]
+    return found
+
+
+@register_task_check("python_tests")
+def python_tests_task_problem(config: PythonTestsConfig, task: Task) -> str | None:
+    """Tests on a task without an environment may import the standard library only (the
+    sandbox's interpreter has nothing else); dynamic tests need a gold solution."""
+    if task.environment is None:
+        for where, code in (("tests", config.tests), ("prompt_code", config.prompt_code)):
+            for module, line in foreign_imports(code):
+                return (
+                    f"{where} line {line} imports {module!r}, which the sandbox's interpreter does not have; "
+                    "give the task an environment with it (veriloop env build)"
+                )
+    if config.suite != "fixed" and not isinstance(task.gold, str):
+        return f"suite {config.suite!r} needs the task's gold solution (a string of code)"
+    return None
 
 
 DynamicSuite = tuple[tuple[str, Outcome], ...]
