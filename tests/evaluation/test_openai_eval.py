@@ -54,7 +54,13 @@ def endpoint(tiny_engine):
             }
             for i, s in enumerate(samples)
         ]
-        return {"object": "chat.completion", "model": body["model"], "choices": choices}
+        generated = sum(len(s.token_ids) for s in samples)
+        log["generated"] = log.get("generated", 0) + generated
+        if body.get("logprobs") and len(samples) > 1:  # several choices: each counted by its log-probs
+            for choice, sample in zip(choices, samples):
+                choice["logprobs"] = {"content": [{"token": "t", "logprob": lp} for lp in sample.logprobs]}
+        usage = {"prompt_tokens": 1, "completion_tokens": generated, "total_tokens": generated + 1}
+        return {"object": "chat.completion", "model": body["model"], "choices": choices, "usage": usage}
 
     listening = _loopback_socket()
     server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
@@ -88,7 +94,7 @@ def test_eval_of_a_served_model(endpoint, tmp_path, monkeypatch):
     assert summary["engine"] == "openai" and summary["model"] == f"openai:tiny@{url}"
     assert summary["samples"] == 8 and summary["infra_errors"] == 0 and 0.0 <= summary["pass@1"] <= 1.0
     assert log["answered"] == 8 and log["refused"] == 0
-    assert summary["tokens"]["completion"] == 0  # a text-level engine reports no token ids
+    assert summary["tokens"]["completion"] == log["generated"] > 0  # counted by the server: usage, log-probs
     assert all(s.status == "scored" and s.detail for s in load_run(tmp_path / "served").samples)
 
 
@@ -146,3 +152,4 @@ def test_a_server_that_ignores_n_is_asked_once_per_missing_sample(endpoint, monk
     )
     assert log["single"] - before == 4 and len(samples) == 4
     assert all(s.finish_reason != "error" for s in samples), [s.error for s in samples]
+    assert all(s.num_tokens > 0 for s in samples)  # each a response's only choice: counted by its usage

@@ -208,6 +208,9 @@ class Turn(Record):
     token_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = Field(default=(), description="per generated token; empty for observations")
     tool: str | None = Field(default=None, description="the tool an assistant turn called, if any")
+    generated_tokens: int = Field(
+        default=0, ge=0, description="tokens generated (a served model's count, when it returns text and no ids)"
+    )
 
     @model_validator(mode="after")
     def _lengths(self) -> Turn:

@@ -185,7 +185,7 @@ def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -
         detail=detail,
         feedback="" if infra or score is None else score.feedback,
         stop_reason=trajectory.stop_reason,
-        completion_tokens=sum(len(t.token_ids) for t in assistant),
+        completion_tokens=sum(len(t.token_ids) or t.generated_tokens for t in assistant),
         turns=len(assistant),
         generate_s=trajectory.timings.get("generate_s", 0.0),
         verify_s=trajectory.timings.get("verify_s", 0.0),

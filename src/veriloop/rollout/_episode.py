@@ -187,6 +187,7 @@ async def run_episode(
                 token_ids=sample.token_ids,
                 logprobs=sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else (),
                 tool=action.tool if action else None,
+                generated_tokens=sample.num_tokens,
             )
         )
         final_text = action.argument if action and action.tool == "submit" else text

@@ -86,7 +86,7 @@ class OpenAIEngine:
             payload, error = await self._post_with_retries(client, body)
         if payload is None:
             return [Sample(text="", token_ids=(), logprobs=(), finish_reason="error", error=error)] * params.n
-        samples = [_sample_from_choice(choice) for choice in payload.get("choices", [])][: params.n]
+        samples = [_sample_from_choice(choice, payload) for choice in payload.get("choices", [])][: params.n]
         if 0 < len(samples) < params.n:  # a server that ignores n: the rest one request each
             singles = [self._single(client, limit, body, index) for index in range(len(samples), params.n)]
             samples += await asyncio.gather(*singles)
@@ -103,7 +103,7 @@ class OpenAIEngine:
         choices = (payload or {}).get("choices") or []
         if not choices:
             return Sample("", (), (), "error", error=error or "server returned no choices")
-        return _sample_from_choice(choices[0])
+        return _sample_from_choice(choices[0], payload)
 
     async def _post_with_retries(self, client: Any, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         import httpx
@@ -133,13 +133,18 @@ class OpenAIEngine:
         pass
 
 
-def _sample_from_choice(choice: dict[str, Any]) -> Sample:
+def _sample_from_choice(choice: dict[str, Any], payload: dict[str, Any]) -> Sample:
+    """A choice as a Sample; its token count is its log-probs' length, or the response's usage
+    when it is the response's only choice."""
     text = (choice.get("message") or {}).get("content") or ""
     content = (choice.get("logprobs") or {}).get("content") or []
     logprobs = tuple(float(item["logprob"]) for item in content if "logprob" in item)
-    return Sample(
-        text=text, token_ids=(), logprobs=logprobs, finish_reason=_FINISH.get(choice.get("finish_reason"), "stop")
-    )
+    counted = len(content)
+    usage = (payload.get("usage") or {}).get("completion_tokens")
+    if not counted and len(payload.get("choices") or ()) == 1 and isinstance(usage, int) and usage > 0:
+        counted = usage
+    finish = _FINISH.get(choice.get("finish_reason"), "stop")
+    return Sample(text=text, token_ids=(), logprobs=logprobs, finish_reason=finish, counted_tokens=counted)
 
 
 ENGINES.add("openai", OpenAIEngine)

@@ -42,7 +42,8 @@ class Sample:
     logprobs: tuple[float, ...]
     finish_reason: FinishReason
     error: str = ""
+    counted_tokens: int = 0  # tokens a server counted for it, when it returns text and no ids
 
     @property
     def num_tokens(self) -> int:
-        return len(self.token_ids)
+        return len(self.token_ids) or self.counted_tokens
