@@ -211,3 +211,35 @@ for _ in range(8):  # each under its own address-space limit, together over the 
 for _ in range(8):
     os.wait()
 """
+
+
+def _faulty_server(monkeypatch, before: str, fault: str) -> None:
+    """Sandboxes started from now on run a server that does ``fault`` on its second job, at
+    the line ``before`` (faults injected into the real server; everything else is as shipped)."""
+    import veriloop.sandbox._bwrap as bwrap
+
+    source = bwrap.SERVER_SOURCE
+    assert before in source
+    indent = before[: len(before) - len(before.lstrip())]
+    count = f"{indent}run_job.calls = getattr(run_job, 'calls', 0) + 1\n"  # both places are in run_job
+    injected = f"{count}{indent}if run_job.calls == 2:\n{indent}    {fault}\n{before}"
+    monkeypatch.setattr(bwrap, "SERVER_SOURCE", source.replace(before, injected, 1))
+
+
+@pytest.mark.parametrize(
+    ("before", "fault"),
+    [
+        # the server read the whole job, then died before handing it to the run's process
+        ("        parts = child_job(job, blobs)", "os._exit(1)"),
+        # the template could not make the run's process: the server answers that it never started
+        ("    pid = child.pid()\n    if pid is None:", "child.asked = False"),
+    ],
+    ids=["died-before-handing-on", "no-process-for-the-run"],
+)
+def test_a_job_that_never_started_runs_on_a_fresh_server_as_if_nothing_happened(monkeypatch, before, fault):
+    _faulty_server(monkeypatch, before, fault)
+    with Sandbox(limits=LIMITS, workers=1) as box:
+        assert box.run_python("print('first')").stdout == "first\n"
+        second = box.run_python("print('second')")  # the fault: this job never reached a run
+        assert (second.status, second.stdout, second.sandbox_replaced) == ("ok", "second\n", False), second
+        assert box.run_python("print('third')").stdout == "third\n"

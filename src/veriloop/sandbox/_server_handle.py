@@ -11,11 +11,12 @@ the next run anything. Before each job the handle checks that the server still l
 nothing unread in its answer pipe (bytes there would be taken for the next run's answer), and
 that it and any helper it keeps (the template runs are copied from) still run with the rlimits,
 OOM score, nice value, scheduling policy and CPU affinity they had when first seen idle (the
-next run would inherit them); otherwise it is replaced first. A server that dies after that
-check but before it has read the whole job (part of the job is still in its pipe once it is
-dead) never started the run: the job goes to a fresh server, once, and the result is as if
-nothing had happened. A server that dies after reading the whole job may have started the run,
-so the run is ``killed``: it is never run twice. Out-of-memory kills are counted from the moment
+next run would inherit them); otherwise it is replaced first. The server writes one byte the
+moment it has handed the job to the run's process (``S``), or instead of that, for a job no
+process could be made for (``U``). A server lost before its ``S`` never started the run, and
+neither did one that answered ``U``: the job goes to a fresh server, once, and the result is as
+if nothing had happened. A server lost after its ``S`` may have started the run, so the run is
+``killed``: it is never run twice. Out-of-memory kills are counted from the moment
 the job is sent, so a kill between runs is no run's ``memory_limit``.
 """
 
@@ -45,6 +46,7 @@ _GRACE_S = 5.0
 _BYTES_PER_S = 20 * MIB  # allowance for moving files in and out of the sandbox
 _STDERR_TAIL = 4096
 _MAX_HEADER = 64 * 1024  # an answer's JSON header: status, codes, times, detail
+_STARTED, _UNSERVED = b"S", b"U"  # the byte before an answer (see sandboxed/_server.py)
 
 
 class _Lost(Exception):
@@ -420,7 +422,24 @@ class ServerHandle:
         self._forget_oom_kills()
         deadline = time.monotonic() + budget  # counted from here: starting a server is not the run's time
         self._send(framed, deadline)
-        return self._receive(deadline, max_bytes)
+        marker = self._marker(deadline)
+        reply = self._receive(deadline, max_bytes)
+        if marker == _UNSERVED:
+            raise _NeverStarted("the sandbox could not make the run's process")
+        return reply
+
+    def _marker(self, deadline: float) -> bytes:
+        """The byte before an answer: ``S`` once the server has handed the job to the run. A
+        server lost before it is a job that never started."""
+        proc = self._proc
+        if proc is None or proc.stdout is None or proc.stdout.closed:
+            raise _Lost("killed", "the sandbox was closed")
+        marker = self._read_exact(proc.stdout.fileno(), 1, deadline)
+        if marker not in (_STARTED, _UNSERVED):
+            if not marker:
+                raise _NeverStarted("the sandbox died before it started the run")
+            raise _Lost("killed", "the sandbox answered out of turn; it was replaced")
+        return marker
 
     def _forget_oom_kills(self) -> None:
         """Out-of-memory kills so far (of an idle server, say) are not the next run's."""

@@ -25,7 +25,10 @@ earlier runs' code and outputs), so no run can find another's data in its memory
 4. it empties every writable mount (and removes SysV IPC objects where the seccomp filter does
    not deny them), so nothing of the run survives into the next one;
 5. it answers with the outcome, or asks the host for a fresh sandbox if it could not clean up,
-   if the template died, or if its own or the template's process settings changed.
+   if the template died, or if its own or the template's process settings changed. Each answer
+   follows one byte: ``S``, sent the moment the job is handed to the run's process (a server the
+   host loses after it ran a job that may have started), or ``U`` for a job no process could
+   be made for (it never started: the host runs it on a fresh sandbox).
 
 The server is the PID namespace's init, so the run's processes cannot signal it (the kernel
 drops their signals to an init without handlers); neither it nor the template is dumpable, so
@@ -906,6 +909,7 @@ def run_job(frame, child):
     except OSError:
         pass  # the child is gone; its wait status tells the rest
     os.close(job_w)
+    write_all(CONTROL_OUT, STARTED)  # from here the run may have begun: a host that loses us now reports it killed
     outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
     ending = supervise(pid, enforced, blobs[job["stdin"]], stdin_w, outputs, started)
     os.kill(pid, signal.SIGKILL)  # the rest once it is reaped: its rusage then counts its own reaped children
@@ -975,7 +979,8 @@ def ended_or_ending(pid):
 
 
 def unserved(started):
-    """The answer for a job no process could be made for: the host replaces this sandbox."""
+    """The answer for a job no process could be made for: the host replaces this sandbox and
+    sends the job, which never started, to the next one."""
     detail = "sandbox replaced: the template process is gone or its settings were changed"
     if process_settings() != SETTINGS:
         detail = "sandbox replaced: the server's process settings were changed"
@@ -989,6 +994,7 @@ def unserved(started):
         "detail": detail,
         "snapshot": None,
         "restart": True,
+        "started": False,
     }
 
 
@@ -1027,6 +1033,8 @@ def on_sigint(signum, frame):
 
 KEPT_MOUNTS, KEPT_PARENTS = frozenset(), frozenset()  # set at start: mounts inside the scratch mounts
 SETTINGS = None  # process_settings() of this server at start, checked before each job
+CONTROL_OUT = None  # the host's pipe
+STARTED, UNSERVED = b"S", b"U"  # before an answer: whether the job was handed to a run, or never was
 TEMPLATE_PID = None  # spared when the server ends a run's processes
 
 
@@ -1046,7 +1054,8 @@ def main():
             __import__(name)
         except Exception:
             pass  # a warm module saves time; without it a run imports it itself
-    global IPC_DENIED, KEPT_MOUNTS, KEPT_PARENTS, SETTINGS, TEMPLATE_PID
+    global CONTROL_OUT, IPC_DENIED, KEPT_MOUNTS, KEPT_PARENTS, SETTINGS, TEMPLATE_PID
+    CONTROL_OUT = control_out
     IPC_DENIED = ipc_is_denied()
     KEPT_MOUNTS, KEPT_PARENTS = mounts_below(tuple(SCRATCH_MODES))
     for mount, mode in SCRATCH_MODES.items():
@@ -1064,6 +1073,8 @@ def main():
             return
         reply = run_job(frame, child)
         child = Child(template)  # made while the host reads the answer
+        if not reply.pop("started", True):
+            write_all(control_out, UNSERVED)
         send_reply(control_out, reply)
 
 
