@@ -12,12 +12,17 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from veriloop.core import ExecResult
+from veriloop.core import ExecResult, Snapshot, snapshot_archive
+
+if TYPE_CHECKING:
+    from veriloop.sandbox import CodeRun
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _probe_lock = threading.Lock()
@@ -126,17 +131,67 @@ def run_python(runs: Sequence[PythonRun]) -> list[ExecResult]:
     """Run each script in a fresh isolated interpreter, concurrently; results in order."""
     from veriloop.sandbox import Limits
 
-    _, pool = _sandbox()
-
     def run(item: PythonRun) -> ExecResult:
         limits = Limits(timeout_s=item.limits.timeout_s, memory_mb=item.limits.memory_mb)
         return environment_sandbox(item.environment).run_python(item.code, stdin=item.stdin, limits=limits)
 
-    results = [run(runs[0])] if len(runs) == 1 else list(pool.map(run, runs))
+    return _each(run, runs)
+
+
+def _each(run: Callable[[T], ExecResult], items: Sequence[T]) -> list[ExecResult]:
+    """``run`` on every item on the code workers' pool, results in order; a run that lost its
+    sandbox is run again once (``sandbox_lost``)."""
+    _, pool = _sandbox()
+    results = [run(item) for item in items] if len(items) <= 1 else list(pool.map(run, items))
     for index, result in enumerate(results):
         if sandbox_lost(result):
-            results[index] = run(runs[index])
+            results[index] = run(items[index])
     return results
+
+
+@dataclass(frozen=True)
+class ProgramRuns:
+    """A program's runs, one per stdin in order; or, when its build failed, that build and no runs."""
+
+    runs: tuple[ExecResult, ...] = ()
+    failed_build: ExecResult | None = None
+
+
+def run_program(
+    language: str, code: str, stdins: Sequence[str], limits: CodeLimits, environment: str | None = None
+) -> ProgramRuns:
+    """Run ``code`` as a program in ``language`` (a name in ``veriloop.sandbox.LANGUAGES``) once
+    per stdin (at least one), each in a fresh sandboxed process; results in order.
+
+    Python runs on the warm interpreter (``run_python``). A language that builds is built once:
+    ``run_code`` builds it with the first run and returns the built program, and every later
+    run starts from a workspace holding only that program (as the first run left it).
+    """
+    from veriloop.sandbox import LANGUAGES, Limits, run_code
+
+    spec = LANGUAGES.get(language)
+    if not spec.start:  # Python: the warm interpreter runs the source itself
+        return ProgramRuns(tuple(run_python([PythonRun(code, limits, stdin, environment) for stdin in stdins])))
+    sandbox = environment_sandbox(environment)
+    run_limits = Limits(timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
+    built = [spec.start[0].removeprefix("./")] if spec.build else []  # the file the build makes and the run starts
+
+    def first_run() -> CodeRun:
+        return run_code(sandbox, language, code, stdin=stdins[0], limits=run_limits, fetch=built)
+
+    first = first_run()
+    if sandbox_lost(first.run or first.build):
+        first = first_run()
+    if first.run is None:
+        return ProgramRuns(failed_build=first.build)
+    snapshot = Snapshot(archive=snapshot_archive(first.files, executable=built)) if built else None
+
+    def later_run(stdin: str) -> ExecResult:
+        if snapshot is None:
+            return run_code(sandbox, language, code, stdin=stdin, limits=run_limits).run
+        return sandbox.run(spec.start, stdin=stdin, limits=run_limits, snapshot=snapshot)
+
+    return ProgramRuns((first.run, *_each(later_run, stdins[1:])))
 
 
 def sandbox_lost(result: ExecResult) -> bool:

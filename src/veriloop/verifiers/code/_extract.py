@@ -1,10 +1,11 @@
 """Finding the program in raw model text.
 
 Rules, in order: the last fenced block (```` ``` ```` or ``~~~``) wins, preferring blocks
-tagged as Python (or untagged) over blocks in other languages; an unclosed final fence (a
-generation cut off by its token limit) counts as a block running to the end. Text without a
-fence is taken as code. For completion-style tasks (HumanEval), a fence-less completion that
-does not define the entry point continues the prompt's code and is joined to it.
+tagged as the task's language (Python unless it says otherwise; ``FENCE_TAGS``) or untagged
+over blocks in other languages; an unclosed final fence (a generation cut off by its token
+limit) counts as a block running to the end. Text without a fence is taken as code. For
+completion-style tasks (HumanEval), a fence-less completion that does not define the entry
+point continues the prompt's code and is joined to it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from __future__ import annotations
 import re
 
 _FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+#.-]*)[^\n]*$", re.MULTILINE)
-_PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
+
+# Fence tags that name each language the sandbox runs (``veriloop.sandbox.LANGUAGES``).
+FENCE_TAGS: dict[str, frozenset[str]] = {
+    "python": frozenset({"python", "py", "python3", "py3", "ipython", "pycon"}),
+    "cpp": frozenset({"cpp", "c++", "cxx", "cc"}),
+    "c": frozenset({"c"}),
+    "bash": frozenset({"bash", "sh", "shell"}),
+}
+LANGUAGE_NAMES = {"python": "Python", "cpp": "C++", "c": "C", "bash": "Bash"}  # as a person writes them
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
@@ -35,15 +44,28 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
 
 
 def extract_code(text: str) -> tuple[str, bool]:
-    """``(code, fenced)``: the code in a model's answer, and whether it came from a fence."""
+    """``(code, fenced)``: the Python code in a model's answer, and whether it came from a fence."""
+    blocks = fenced_blocks(text)
+    return (_last_block(blocks, "python")[1], True) if blocks else (text, False)
+
+
+def extract_program(text: str, language: str = "python") -> tuple[str, str | None]:
+    """``(code, fence language)``: the program in a model's answer to a task in ``language``, and
+    the language its fence names (a key of ``FENCE_TAGS``); None when untagged, unfenced, or
+    tagged with a name not known here (``text``, ``java``)."""
     blocks = fenced_blocks(text)
     if not blocks:
-        return text, False
-    python = [body for lang, body in blocks if lang in _PYTHON_TAGS and body]
-    if python:
-        return python[-1], True
-    bodies = [body for _, body in blocks if body]
-    return (bodies[-1] if bodies else ""), True
+        return text, None
+    tag, body = _last_block(blocks, language)
+    return body, next((name for name, tags in FENCE_TAGS.items() if tag in tags), None)
+
+
+def _last_block(blocks: list[tuple[str, str]], language: str) -> tuple[str, str]:
+    """The last non-empty block tagged ``language`` or untagged, else the last non-empty block."""
+    tags = FENCE_TAGS.get(language, frozenset({language})) | {""}
+    filled = [(tag, body) for tag, body in blocks if body]
+    preferred = [(tag, body) for tag, body in filled if tag in tags]
+    return (preferred or filled or [("", "")])[-1]
 
 
 _DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)

@@ -1,10 +1,13 @@
 """Verifier kind ``stdio``: a whole program, given stdin, judged on its stdout.
 
-Each test case runs the program in a fresh sandboxed process that receives only that case's
-input; the expected output stays in the host, which compares after the process has ended.
-A case passes when the program exits normally (status ok, exit code 0) and its output
-matches under the configured normalisation. The program's stdout is its answer, so nothing
-it prints can forge a verdict; an early clean exit just ends its answer early.
+The program is in the task's ``language`` (Python unless it says otherwise; C and C++ are
+compiled once per response by the system gcc/g++, in a run of their own). Each test case runs
+it in a fresh sandboxed process that receives only that case's input; the expected output
+stays in the host, which compares after the process has ended. A case passes when the
+program exits normally (status ok, exit code 0) and its output matches under the configured
+normalisation. The program's stdout is its answer, so nothing it prints can forge a verdict;
+an early clean exit just ends its answer early. An answer fenced as another language, or a
+program that does not compile, fails with feedback saying so.
 """
 
 from __future__ import annotations
@@ -16,17 +19,18 @@ import re
 import unicodedata
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from veriloop.core import ExecResult, Record, Task
-from veriloop.verifiers.code._code_sandbox import CodeLimits, PythonRun, run_python
+from veriloop.verifiers.code._code_sandbox import CodeLimits, run_program
 from veriloop.verifiers.code._dynamic import mutate_stdin
-from veriloop.verifiers.code._extract import extract_code
+from veriloop.verifiers.code._extract import LANGUAGE_NAMES, extract_program
 from veriloop.verifiers._memo import Memo
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
 
 _SHOWN = 2
 _CLIP = 300
+_COMPILER_LINES = 5
 
 
 class StdioCase(Record):
@@ -38,6 +42,9 @@ class StdioCase(Record):
 
 class StdioConfig(VerifierConfig):
     cases: list[StdioCase] = Field(default_factory=list, description="fixed test cases")
+    language: str = Field(
+        default="python", description="language of the program: python, cpp (g++ -std=c++17), c (gcc) or bash"
+    )
     compare: Literal["exact", "lines", "tokens", "numbers"] = Field(
         default="lines",
         description="exact text; lines (trailing spaces and blank lines ignored); tokens (any whitespace); "
@@ -60,6 +67,15 @@ class StdioConfig(VerifierConfig):
     )
     timeout_s: float = Field(default=5.0, gt=0, le=600, description="time limit of each run")
     memory_mb: int = Field(default=512, ge=64, le=65536, description="memory limit of each run, MiB")
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        from veriloop.sandbox import LANGUAGES
+
+        if value not in LANGUAGES:
+            raise ValueError(f"unknown language {value!r}; choose one of: {', '.join(LANGUAGES.names())}")
+        return value
 
     @model_validator(mode="after")
     def _has_cases(self) -> StdioConfig:
@@ -161,6 +177,17 @@ def _run_failure(result: ExecResult) -> str | None:
     return words.get(result.status, f"was killed ({result.detail})")
 
 
+def _compiler_message(build: ExecResult) -> str:
+    """The compiler's first error lines, or how its run ended; GraderError when it could not start."""
+    if "cannot run" in build.detail:  # no compiler in the sandbox: the grader's failure, not the answer's
+        raise GraderError(f"the sandbox cannot build the program: {build.detail}")
+    if build.status != "error":
+        return f"the compiler {_run_failure(build)}"
+    lines = [line for line in build.stderr.splitlines() if line.strip()]
+    first_error = next((number for number, line in enumerate(lines) if "error:" in line), 0)
+    return "\n".join(lines[first_error : first_error + _COMPILER_LINES])[: 2 * _CLIP] or f"exit code {build.exit_code}"
+
+
 _dynamic_suites: Memo[tuple[StdioCase, ...]] = Memo()
 
 
@@ -171,11 +198,13 @@ def _dynamic_suite(config: StdioConfig, task: Task) -> tuple[StdioCase, ...]:
     def compute() -> tuple[StdioCase, ...]:
         rng = random.Random(f"{config.seed}:{task.id}")
         inputs = mutate_stdin([case.input for case in config.cases], config.dynamic_cases * 2, rng)
-        gold, _ = extract_code(task.gold)
-        results = run_python([PythonRun(gold, config.limits(), text, task.environment) for text in inputs])
+        gold, _ = extract_program(task.gold, config.language)
+        runs = run_program(config.language, gold, inputs, config.limits(), task.environment)
+        if runs.failed_build is not None:
+            raise GraderError(f"the gold program does not compile: {_compiler_message(runs.failed_build)}")
         suite = tuple(
             StdioCase(input=text, output=result.stdout)
-            for text, result in zip(inputs, results)
+            for text, result in zip(inputs, runs.runs)
             if result.status == "ok"
         )[: config.dynamic_cases]
         if not suite:
@@ -193,10 +222,27 @@ def check_stdio(config: StdioConfig, task: Task, response: str) -> Verdict:
         cases += [("test", case) for case in config.cases]
     if config.suite in ("dynamic", "both"):
         cases += [("extra test", case) for case in _dynamic_suite(config, task)]
-    program, _ = extract_code(response)
+    program, fence = extract_program(response, config.language)
     if not program.strip():
         return Verdict(0.0, False, detail="no program in the answer", feedback="Your answer contains no program.")
-    results = run_python([PythonRun(program, config.limits(), case.input, task.environment) for _, case in cases])
+    if fence is not None and fence != config.language:
+        wanted, given = LANGUAGE_NAMES.get(config.language, config.language), LANGUAGE_NAMES.get(fence, fence)
+        return Verdict(
+            0.0,
+            False,
+            detail=f"the answer is {given}, not {wanted}",
+            feedback=f"The task asks for {wanted}; the answer is {given}.",
+        )
+    runs = run_program(config.language, program, [case.input for _, case in cases], config.limits(), task.environment)
+    if runs.failed_build is not None:
+        message = _compiler_message(runs.failed_build)
+        return Verdict(
+            0.0, False, detail=f"does not compile: {message}", feedback=f"Your program does not compile:\n{message}"
+        )
+    return _tally(config, cases, runs.runs)
+
+
+def _tally(config: StdioConfig, cases: list[tuple[str, StdioCase]], results: tuple[ExecResult, ...]) -> Verdict:
     passed, problems = 0, []
     for number, ((label, case), result) in enumerate(zip(cases, results), start=1):
         failure = _run_failure(result)
