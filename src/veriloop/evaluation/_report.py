@@ -5,7 +5,8 @@ can be attached to a review. Sections: runs at a glance, pass@1 trend per domain
 per-domain bars, reward curves of training runs (and, for multi-domain runs, per-domain
 reward, pass rate, sample share, curriculum buckets and held-out checks), the pipeline
 utilisation of training runs that log ``util/*`` metrics, each eval run compared with the one
-before, and failure examples with the verifier's feedback.
+before, and failure examples with the verifier's feedback and, behind a click, the task's
+expected answer (from the task files the eval run lists, when they are still there).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from veriloop.core import UserError, atomic_write
+from veriloop.core import Task, UserError, atomic_write
 from veriloop.evaluation._compare import compare
 from veriloop.evaluation._plots import (
     domain_bars,
@@ -29,7 +30,7 @@ from veriloop.evaluation._plots import (
     utilisation_curves,
 )
 from veriloop.evaluation._run_registry import RunRegistry
-from veriloop.evaluation._samples import SAMPLES_FILE, SUMMARY_FILE, EvalRun, load_run
+from veriloop.evaluation._samples import SAMPLES_FILE, SUMMARY_FILE, EvalRun, load_run, load_run_tasks
 
 METRICS_FILE = "metrics.jsonl"
 _CLIP = 700
@@ -338,8 +339,21 @@ def _clip(text: str) -> str:
     return escape(text if len(text) <= _CLIP else text[:_CLIP] + " ...")
 
 
+def _expected_answer(task: Task | None) -> str:
+    """The task's gold behind a click (never shown to a model; a person may look), or why there is none."""
+    if task is None:
+        return "<div class=label>expected answer not available</div>"
+    if task.gold is None:
+        return "<div class=label>the task has no expected answer</div>"
+    gold = task.gold if isinstance(task.gold, str) else json.dumps(task.gold, indent=2, ensure_ascii=False, default=str)
+    return (
+        f"<details><summary class=label>expected answer (the task's gold)</summary><pre>{_clip(gold)}</pre></details>"
+    )
+
+
 def _failures_section(run: EvalRun, per_domain: int) -> str:
     parts = [f"<h2>Failures of {escape(run.label)}</h2>"]
+    tasks = load_run_tasks(run)
     for domain in sorted({s.domain for s in run.samples}):
         first_failure: dict[str, Any] = {}
         for sample in run.samples:
@@ -349,7 +363,7 @@ def _failures_section(run: EvalRun, per_domain: int) -> str:
             parts.append(
                 f"<div class=failure><div class=meta>{escape(domain)} &middot; {escape(s.task_id)} &middot; sample {s.sample_index}"
                 f" &middot; reward {s.reward}</div><div class=label>prompt</div><pre>{_clip(s.prompt)}</pre>"
-                f"<div class=label>response</div><pre>{_clip(s.response)}</pre>"
+                f"<div class=label>response</div><pre>{_clip(s.response)}</pre>{_expected_answer(tasks.get(s.task_id))}"
                 f"<div class=label>verifier</div><pre class=feedback>{_clip(s.feedback or s.detail)}</pre></div>"
             )
     infra = [s for s in run.samples if s.status == "infra_error"]
@@ -369,7 +383,7 @@ table{border-collapse:collapse;margin:.5em 0;font-size:.9em}td,th{border:1px sol
 th{background:#f3f3f3}.ci{color:#777;font-size:.85em}.up{color:#1a7f37}.down{color:#c62828}
 .plot svg{max-width:100%;height:auto}pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:.5em;margin:.2em 0 .6em}
 .failure{border-left:3px solid #c62828;padding-left:.8em;margin:1em 0}.meta{font-weight:600}.label{color:#777;font-size:.8em}
-.feedback{background:#fff4f4}
+.feedback{background:#fff4f4}.headline{font-size:1.15em;font-weight:600;border:2px solid #555;background:#f7f7f7;padding:.8em 1em;margin:1em 0}
 """
 
 
@@ -379,13 +393,16 @@ def render_report(
     registry: str | os.PathLike[str] | None = None,
     failures_per_domain: int = 3,
     title: str = "veriloop evaluation report",
+    headline: str | None = None,
 ) -> str:
-    """The report's HTML for eval directories and training run directories (in the order given)."""
+    """The report's HTML for eval directories and training run directories (in the order given);
+    ``headline`` (plain text: the result in one sentence) is the first thing on the page."""
     if not paths:
         raise UserError("give at least one eval directory or training run directory")
     evals, training = _load_inputs(paths)
     points = _trend_points(evals, registry)
-    body = [f"<h1>{escape(title)}</h1>"]
+    body = [f"<div class=headline>{escape(headline)}</div>"] if headline else []
+    body.append(f"<h1>{escape(title)}</h1>")
     if points:
         body += [_runs_section(points), _plots_section(points)]
     if training:

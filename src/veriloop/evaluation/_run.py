@@ -25,11 +25,10 @@ from veriloop.core import Record, Task, Trajectory, UserError, atomic_write, wri
 from veriloop.evaluation._failures import export_failures as write_failures
 from veriloop.evaluation._overlap import DEFAULT_NGRAM, OverlapReport, overlap
 from veriloop.evaluation._run_registry import RunRegistry, default_registry_path
-from veriloop.evaluation._samples import SAMPLES_FILE, SUMMARY_FILE, EvalSample, read_samples
+from veriloop.evaluation._samples import SAMPLES_FILE, SETTINGS_FILE, SUMMARY_FILE, EvalSample, read_samples
 from veriloop.evaluation._summary import summarize, task_set_hash
 from veriloop.tasks import load_tasks, question_text
 
-SETTINGS_FILE = "eval.json"
 PARTS_DIR = "parts"
 SCENES_DIR = "scenes"  # final workspaces of failed episodes, by sha256 (veriloop replay)
 SEED_STRIDE = 7919  # the rollout's per-task seed stride: chunk seeds continue the global sequence

@@ -16,10 +16,12 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from veriloop.core import Record, RowErrors, UserError, describe_validation_error, read_parquet_rows
+from veriloop.core import Record, RowErrors, Task, UserError, describe_validation_error, read_parquet_rows
+from veriloop.tasks import load_tasks
 
 SAMPLES_FILE = "samples.parquet"
 SUMMARY_FILE = "summary.json"
+SETTINGS_FILE = "eval.json"
 
 
 class EvalSample(Record):
@@ -102,3 +104,26 @@ def load_run(path: str | os.PathLike[str]) -> EvalRun:
         except json.JSONDecodeError as exc:
             raise UserError(f"{summary_path}: malformed JSON: {exc.msg} (line {exc.lineno})") from None
     return EvalRun(directory, summary, tuple(read_samples(samples_path)))
+
+
+def run_task_files(directory: str | os.PathLike[str]) -> list[str]:
+    """The task files an eval directory's ``eval.json`` lists, as they were given to the eval
+    (a relative path is relative to where it ran); [] when that file is missing or unreadable."""
+    try:
+        settings = json.loads((Path(directory) / SETTINGS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    files = settings.get("task_files", []) if isinstance(settings, dict) else []
+    return [str(file) for file in files]
+
+
+def load_run_tasks(run: EvalRun) -> dict[str, Task]:
+    """The run's tasks by id, from its task files (``run_task_files``). A file that is gone or no
+    longer loads is left out, so its tasks are missing here: never an error."""
+    tasks: dict[str, Task] = {}
+    for file in run_task_files(run.path):
+        try:
+            tasks |= {task.id: task for task in load_tasks(file)}
+        except UserError:
+            continue
+    return tasks

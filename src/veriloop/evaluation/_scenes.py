@@ -38,14 +38,14 @@ def find_scene(run: str | os.PathLike[str], trajectory_id: str, tasks: Sequence[
 
     root = Path(run)
     if (root / "samples.parquet").is_file():
-        from veriloop.evaluation._run import SCENES_DIR, SETTINGS_FILE
-        from veriloop.evaluation._samples import read_samples
+        from veriloop.evaluation._run import SCENES_DIR
+        from veriloop.evaluation._samples import read_samples, run_task_files
 
         found = [s for s in read_samples(root / "samples.parquet") if s.trajectory_id == trajectory_id]
         if not found:
             raise UserError(f"{root}: no sample has trajectory id {trajectory_id!r}")
         sample = found[0]
-        files = tasks or json.loads((root / SETTINGS_FILE).read_text(encoding="utf-8"))["task_files"]
+        files = tasks or run_task_files(root)
         record = (sample.task_id, sample.response, sample.reward, sample.passed, sample.detail, sample.scene)
         scenes, environment = SceneStore(root / SCENES_DIR), sample.environment
     elif (root / "trajectories").is_dir():

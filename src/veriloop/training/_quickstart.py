@@ -29,6 +29,10 @@ from veriloop.training._config import Section, TrainConfig
 Report = Callable[[str, int, int, str], None]
 """progress(stage, done, total, status)"""
 
+# Under OUT:
+TRAIN_FILE, HELDOUT_FILE = "tasks/train.jsonl", "tasks/heldout.jsonl"
+RL_DIR, REPORT_FILE = "rl", "report.html"
+
 
 class QuickstartConfig(Section):
     out: str = Field(default="runs/quickstart", description="where everything is written")
@@ -91,7 +95,7 @@ def make_tasks(config: QuickstartConfig, out: Path) -> tuple[list[Task], list[Ta
     """Train and held-out splits from different seeds; train tasks seen in held-out are dropped."""
     from veriloop.tasks import contamination, decontaminate, generate_tasks
 
-    train_path, heldout_path = out / "tasks" / "train.jsonl", out / "tasks" / "heldout.jsonl"
+    train_path, heldout_path = out / TRAIN_FILE, out / HELDOUT_FILE
     if train_path.exists() and heldout_path.exists():
         train, heldout = read_records(train_path, Task), read_records(heldout_path, Task)
     else:
@@ -135,7 +139,7 @@ def demonstrations(config: QuickstartConfig, tasks: list[Task]) -> list[dict[str
 
 def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> dict[str, Any]:
     """Run (or continue) every stage; returns the summary also written to OUT/summary.json."""
-    from veriloop.evaluation import compare, load_run, run_eval, write_report
+    from veriloop.evaluation import compare, load_run, run_eval
     from veriloop.rollout import create_engine
     from veriloop.training._model import save_final
     from veriloop.training._rl import RLTrainer, read_metrics
@@ -156,7 +160,7 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
         init_tiny_model(tiny, TinyModelSpec(seed=config.seed))
     report("model", 1, 1)
 
-    train, heldout, split = make_tasks(config, out)
+    train, _, split = make_tasks(config, out)
     report("tasks", 1, 1, f"{split['train_tasks']} train, {split['heldout_tasks']} held out")
 
     base = out / "base"
@@ -182,7 +186,7 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
 
     final = out / "final"
     clock = time.perf_counter()
-    rl_out = out / "rl"
+    rl_out = out / RL_DIR
     if not _stage_done(final):
         rl_config = TrainConfig.model_validate(
             {
@@ -218,7 +222,7 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
     for name, model in (("base", base), ("final", final)):
         evals[name] = run_eval(
             str(model),
-            heldout,
+            out / HELDOUT_FILE,  # the file, not the tasks: the report then finds their gold answers
             samples=config.eval_samples,
             out=out / "eval" / name,
             temperature=config.temperature,
@@ -231,9 +235,7 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
 
     comparison = compare(load_run(out / "eval" / "base").samples, load_run(out / "eval" / "final").samples)
     total = comparison.total
-    report_path = write_report(
-        [out / "eval" / "base", out / "eval" / "final", rl_out], out / "report.html", title="veriloop quickstart"
-    )
+    report_path = out / REPORT_FILE
     rewards = [r["reward/sampled_mean"] for r in read_metrics(rl_out) if "reward/sampled_mean" in r]
     summary = {
         "base": str(base),
@@ -251,6 +253,31 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
         "timings_s": {k: round(v, 1) for k, v in {**timings, "total_s": time.perf_counter() - started}.items()},
         "config": config.model_dump(),
     }
+    write_quickstart_report(out, summary)
     with atomic_write(out / "summary.json") as handle:
         json.dump(summary, handle, indent=2)
     return summary
+
+
+def write_quickstart_report(out: Path, summary: dict[str, Any]) -> Path:
+    """OUT/report.html over both held-out evals and the RL run, led by ``quickstart_headline``."""
+    from veriloop.evaluation import write_report
+
+    return write_report(
+        [out / "eval" / "base", out / "eval" / "final", out / RL_DIR],
+        out / REPORT_FILE,
+        title="veriloop quickstart",
+        headline=quickstart_headline(summary),
+    )
+
+
+def quickstart_headline(summary: dict[str, Any]) -> str:
+    """The quickstart's result in one sentence, from its summary: held-out pass@1 before and
+    after RL, and the difference with its paired-bootstrap 95% interval (in points)."""
+    before, after = summary["heldout_pass@1"]["base"], summary["heldout_pass@1"]["final"]
+    low, high = summary["heldout_pass@1_gain_ci_points"]
+    return (
+        f"Held-out pass@1 went from {100 * before:.1f}% before RL to {100 * after:.1f}% after: "
+        f"{summary['heldout_pass@1_gain_points']:+.1f} points (paired 95% CI {low:+.1f} to {high:+.1f}) "
+        f"on {summary['splits']['heldout_tasks']} held-out tasks, {summary['heldout_samples_per_task']} samples each."
+    )
