@@ -106,3 +106,27 @@ def test_the_language_field_lists_every_language_the_sandbox_runs():
 
     description = StdioConfig.model_fields["language"].description
     assert all(name in description for name in LANGUAGES.names())
+
+
+SELF_REWRITING = """#include <stdio.h>
+int main(void) {
+    long long n, x, total = 0;
+    if (scanf("%lld", &n) != 1) return 1;
+    for (long long i = 0; i < n; ++i) { if (scanf("%lld", &x) != 1) return 1; total += x; }
+    printf("%lld\\n", total);
+    remove("main");  /* leave a script where the program was: later cases would run it */
+    FILE *f = fopen("main", "w");
+    if (f) { fputs("#!/bin/sh\\necho 6\\n", f); fclose(f); }
+    return 0;
+}
+"""
+
+
+def test_every_case_runs_the_pristine_build_not_what_an_earlier_case_left():
+    # Case 2 expects 6, which the planted script would print; cases 3 and 4 expect 7 and 1:
+    # run from the pristine build, the program prints the right sums and the script never runs.
+    result = score(sum_task("c"), f"```c\n{SELF_REWRITING}```")
+    assert result.reward == 1.0, result.detail
+    wrong = SELF_REWRITING.replace('printf("%lld\\n", total);', 'printf("0\\n");')
+    assert wrong != SELF_REWRITING
+    assert score(sum_task("c"), f"```c\n{wrong}```").reward == 0.0

@@ -15,7 +15,7 @@ import io
 import os
 import stat
 import tarfile
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -82,9 +82,8 @@ def workspace_files(spec: Mapping[str, Any] | str | os.PathLike[str] | None) -> 
     raise WorkspaceError(f"workspace {path}: no such directory or archive")
 
 
-def snapshot_archive(files: Mapping[str, bytes], executable: Collection[str] = ()) -> bytes:
-    """``files`` as the uncompressed tar a sandbox Snapshot holds (directories included);
-    the files named in ``executable`` may be run (mode 0755, others 0644)."""
+def snapshot_archive(files: Mapping[str, bytes]) -> bytes:
+    """``files`` as the uncompressed tar a sandbox Snapshot holds (directories included)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:", format=tarfile.PAX_FORMAT) as tar:
         made: set[str] = set()
@@ -97,7 +96,7 @@ def snapshot_archive(files: Mapping[str, bytes], executable: Collection[str] = (
                     info.type, info.mode = tarfile.DIRTYPE, 0o755
                     tar.addfile(info)
             info = tarfile.TarInfo(name)
-            info.size, info.mode = len(files[name]), 0o755 if name in executable else 0o644
+            info.size, info.mode = len(files[name]), 0o644
             tar.addfile(info, io.BytesIO(files[name]))
     return buffer.getvalue()
 

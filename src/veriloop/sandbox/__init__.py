@@ -16,7 +16,7 @@ from veriloop.core import ExecResult, Snapshot
 from veriloop.sandbox import _remote  # noqa: F401  (registers the "remote" backend)
 from veriloop.sandbox._backend import BACKENDS, Backend, BackendSettings, SandboxUnavailable
 from veriloop.sandbox._job import Job
-from veriloop.sandbox._languages import LANGUAGES, CodeRun, Language, run_code
+from veriloop.sandbox._languages import LANGUAGES, Build, CodeRun, Language, build_code, run_code
 from veriloop.sandbox._limits import Limits
 from veriloop.sandbox._sandbox import Sandbox
 from veriloop.sandbox._service import create_app
@@ -26,6 +26,7 @@ __all__ = [
     "LANGUAGES",
     "Backend",
     "BackendSettings",
+    "Build",
     "CodeRun",
     "ExecResult",
     "Job",
@@ -34,6 +35,7 @@ __all__ = [
     "Sandbox",
     "SandboxUnavailable",
     "Snapshot",
+    "build_code",
     "create_app",
     "run_code",
 ]

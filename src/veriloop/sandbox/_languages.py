@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import ConfigDict, Field
 
-from veriloop.core import ExecResult, Record, Registry
+from veriloop.core import ExecResult, Record, Registry, Snapshot
 from veriloop.sandbox._limits import Limits
 from veriloop.sandbox._sandbox import Files, Sandbox
 
@@ -47,6 +47,39 @@ class CodeRun(Record):
         return self.run is not None and self.run.ok
 
 
+@dataclass(frozen=True)
+class Build:
+    """A program's build: its run (None for a language that builds nothing) and the workspace it
+    left, the built program with its source (None when the build failed or there is none)."""
+
+    result: ExecResult | None = None
+    snapshot: Snapshot | None = None
+
+
+def build_code(
+    sandbox: Sandbox,
+    language: str,
+    code: str,
+    *,
+    files: Files | None = None,
+    limits: Limits | None = None,
+    build_timeout_s: float = 10.0,
+) -> Build:
+    """Build ``code`` in ``language`` in a run of its own; every run of the program can then
+    start from ``snapshot``, the pristine build, rather than from what an earlier run left."""
+    spec = LANGUAGES.get(language)
+    if not spec.build:
+        return Build()
+    limits = limits or sandbox.limits
+    build_limits = limits.model_copy(
+        update={"timeout_s": build_timeout_s, "cpu_s": None, "memory_mb": max(limits.memory_mb, _COMPILER_MEMORY_MB)}
+    )
+    placed: dict[str, str | bytes] = {**(files or {}), spec.source: code}
+    result = sandbox.run(spec.build, files=placed, limits=build_limits, capture=True)
+    snapshot = result.snapshot if result.ok else None
+    return Build(result=result.model_copy(update={"snapshot": None}), snapshot=snapshot)
+
+
 def run_code(
     sandbox: Sandbox,
     language: str,
@@ -63,21 +96,12 @@ def run_code(
     spec = LANGUAGES.get(language)
     limits = limits or sandbox.limits
     placed: dict[str, str | bytes] = {**(files or {}), spec.source: code}
-    build = None
-    snapshot = None
+    built = build_code(sandbox, language, code, files=files, limits=limits, build_timeout_s=build_timeout_s)
+    build, snapshot = built.result, built.snapshot
     if spec.build:
-        build_limits = limits.model_copy(
-            update={
-                "timeout_s": build_timeout_s,
-                "cpu_s": None,
-                "memory_mb": max(limits.memory_mb, _COMPILER_MEMORY_MB),
-            }
-        )
-        build = sandbox.run(spec.build, files=placed, limits=build_limits, capture=True)
-        if not build.ok or build.snapshot is None:
-            return CodeRun(build=build.model_copy(update={"snapshot": None}))
-        snapshot, placed = build.snapshot, {}
-        build = build.model_copy(update={"snapshot": None})
+        if snapshot is None:
+            return CodeRun(build=build)
+        placed = {}
     capture = bool(fetch)
     if spec.start:
         run = sandbox.run(spec.start, files=placed, stdin=stdin, limits=limits, snapshot=snapshot, capture=capture)

@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from veriloop.core import ExecResult, Snapshot, snapshot_archive
+from veriloop.core import ExecResult
 
 if TYPE_CHECKING:
-    from veriloop.sandbox import CodeRun
+    pass
 
 T = TypeVar("T")
 
@@ -163,35 +163,35 @@ def run_program(
     """Run ``code`` as a program in ``language`` (a name in ``veriloop.sandbox.LANGUAGES``) once
     per stdin (at least one), each in a fresh sandboxed process; results in order.
 
-    Python runs on the warm interpreter (``run_python``). A language that builds is built once:
-    ``run_code`` builds it with the first run and returns the built program, and every later
-    run starts from a workspace holding only that program (as the first run left it).
+    Python runs on the warm interpreter (``run_python``). A language that builds is built once
+    (``build_code``), and every run starts from that pristine build, never from what an earlier
+    run of the program left.
     """
-    from veriloop.sandbox import LANGUAGES, Limits, run_code
+    from veriloop.sandbox import LANGUAGES, Limits, build_code, run_code
 
     spec = LANGUAGES.get(language)
     if not spec.start:  # Python: the warm interpreter runs the source itself
         return ProgramRuns(tuple(run_python([PythonRun(code, limits, stdin, environment) for stdin in stdins])))
     sandbox = environment_sandbox(environment)
     run_limits = Limits(timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
-    built = [spec.start[0].removeprefix("./")] if spec.build else []  # the file the build makes and the run starts
+    if not spec.build:
 
-    def first_run() -> CodeRun:
-        return run_code(sandbox, language, code, stdin=stdins[0], limits=run_limits, fetch=built)
+        def interpret(stdin: str) -> ExecResult:  # a script: nothing to build, so its run is always made
+            ran = run_code(sandbox, language, code, stdin=stdin, limits=run_limits).run
+            assert ran is not None
+            return ran
 
-    first = first_run()
-    if sandbox_lost(first.run or first.build):
-        first = first_run()
-    if first.run is None:
-        return ProgramRuns(failed_build=first.build)
-    snapshot = Snapshot(archive=snapshot_archive(first.files, executable=built)) if built else None
+        return ProgramRuns(tuple(_each(interpret, stdins)))
+    built = build_code(sandbox, language, code, limits=run_limits)
+    if built.result is not None and sandbox_lost(built.result):
+        built = build_code(sandbox, language, code, limits=run_limits)
+    if built.snapshot is None:
+        return ProgramRuns(failed_build=built.result)
 
-    def later_run(stdin: str) -> ExecResult:
-        if snapshot is None:
-            return run_code(sandbox, language, code, stdin=stdin, limits=run_limits).run
-        return sandbox.run(spec.start, stdin=stdin, limits=run_limits, snapshot=snapshot)
+    def run(stdin: str) -> ExecResult:
+        return sandbox.run(spec.start, stdin=stdin, limits=run_limits, snapshot=built.snapshot)
 
-    return ProgramRuns((first.run, *_each(later_run, stdins[1:])))
+    return ProgramRuns(tuple(_each(run, stdins)))
 
 
 def sandbox_lost(result: ExecResult) -> bool:
