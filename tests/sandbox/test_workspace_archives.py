@@ -82,3 +82,21 @@ def test_a_captured_workspace_restores_exactly(sandbox):
     assert again.snapshot.files() == {k: v if isinstance(v, bytes) else v.encode() for k, v in files.items()}
     mode = sandbox.run(["stat", "-c", "%a", "pkg/sub0/m0.py"], snapshot=made.snapshot)
     assert mode.stdout.strip() == "700"
+
+
+def test_a_captured_workspace_keeps_long_and_non_ascii_names(sandbox):
+    deep = "a/" + "b" * 120 + "/f.txt"
+    code = f"import os\nos.makedirs(os.path.dirname({deep!r}))\nopen({deep!r}, 'w').write('deep')\nopen('é.txt', 'w').write('u')"
+    made = sandbox.run_python(code, capture=True)
+    assert made.ok and made.snapshot.files() == {deep: b"deep", "é.txt": b"u"}
+    again = sandbox.run(["cat", deep, "é.txt"], snapshot=made.snapshot)
+    assert again.stdout == "deepu"
+
+
+@pytest.mark.parametrize("lock", ["os.chmod('secret.txt', 0)", "os.chmod('folder', 0)"])
+def test_a_workspace_the_run_locked_is_no_snapshot_rather_than_a_wrong_one(sandbox, lock):
+    code = f"import os\nos.mkdir('folder')\nopen('folder/inner.txt', 'w').write('x')\nopen('secret.txt', 'w').write('s')\n{lock}"
+    result = sandbox.run_python(code, capture=True)
+    assert result.ok and result.snapshot is None and "could not snapshot the workspace" in result.detail, result
+    after = sandbox.run(["ls", "-A"])
+    assert after.ok and after.stdout == "" and not after.sandbox_replaced

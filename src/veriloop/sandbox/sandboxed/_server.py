@@ -22,10 +22,12 @@ earlier runs' code and outputs), so no run can find another's data in its memory
 2. the server feeds stdin, keeps at most the cap of stdout and stderr, and enforces the deadline;
 3. it SIGKILLs every other process of the PID namespace but the template and reaps them all
    (they are all the run's, and as the namespace's init the server inherits every orphan);
-4. it empties every writable mount (and removes SysV IPC objects where the seccomp filter does
-   not deny them), so nothing of the run survives into the next one;
-5. it answers with the outcome, or asks the host for a fresh sandbox if it could not clean up,
-   if the template died, or if its own or the template's process settings changed. Each answer
+4. it answers with the outcome (a snapshot asked for is streamed from the workspace into the
+   answer, never held in memory), or asks the host for a fresh sandbox if the template died or
+   its own or the template's process settings changed;
+5. it empties every writable mount (and removes SysV IPC objects where the seccomp filter does
+   not deny them), so nothing of the run survives into the next one; a server that cannot
+   exits, and the host starts a fresh sandbox before the next job. Each answer
    follows one byte: ``S``, sent the moment the job is handed to the run's process (a server the
    host loses after it ran a job that may have started), or ``U`` for a job no process could
    be made for (it never started: the host runs it on a fresh sandbox).
@@ -41,7 +43,6 @@ import ctypes
 import errno
 import fcntl
 import gc
-import io
 import json
 import math
 import os
@@ -51,9 +52,9 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import struct
 import sys
-import tarfile
 import time
 import types
 
@@ -756,34 +757,98 @@ def classify(enforced, ending, wait_status, usage, stderr, note):
     return ("ok" if code == 0 else "error"), code, ""
 
 
-def archive_workspace(limit):
-    """The workspace as a tar of its directories and regular files, or None if over ``limit`` or
-    if its files' sizes add up to more than the mount holds (only sparse files can: their holes
-    would come back as zeros). Both are checked before a file is read, so that capturing a
-    workspace never buffers more than ``limit``."""
+def plan_archive(limit):
+    """``(entries, size)`` of the workspace as a tar of its directories and regular files: each
+    entry a path, its tar header and its length, and ``size`` the archive's exact length. The
+    archive is written later, straight into the answer (``stream_archive``), so a snapshot is
+    never held in memory. None if the archive would be over ``limit``, or its files' sizes add
+    up to more than the mount holds (only sparse files can: their holes would come back as
+    zeros); an OSError for a file or folder that cannot be read (a run may lock them)."""
     stats = os.statvfs(WORKSPACE)
     content_left = stats.f_blocks * stats.f_frsize
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:", format=tarfile.PAX_FORMAT) as tar:
-        for root, dirs, files in os.walk(WORKSPACE):
-            dirs.sort()
-            for name in dirs + sorted(files):
-                path = os.path.join(root, name)
-                info = tar.gettarinfo(path, os.path.relpath(path, WORKSPACE))
-                if not (info.isdir() or info.isfile()):
-                    continue
-                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-                if info.isdir():
-                    tar.addfile(info)
-                else:
-                    content_left -= info.size
-                    if content_left < 0 or buffer.tell() + info.size + 3 * tarfile.BLOCKSIZE > limit:
-                        return None
-                    with open(path, "rb") as handle:
-                        tar.addfile(info, handle)
-                if buffer.tell() > limit:
-                    return None
-    return buffer.getvalue()
+    entries, size = [], 2 * 512  # the two zero blocks that end an archive
+
+    def unreadable(error):
+        raise error
+
+    for root, dirs, files in os.walk(WORKSPACE, onerror=unreadable):
+        dirs.sort()
+        for name in dirs + sorted(files):
+            path = os.path.join(root, name)
+            info = os.lstat(path)
+            if stat.S_ISDIR(info.st_mode):
+                kind, length = b"5", 0
+            elif stat.S_ISREG(info.st_mode):
+                kind, length = b"0", info.st_size
+                content_left -= length
+                if not os.access(path, os.R_OK):
+                    raise PermissionError(errno.EACCES, "cannot read", os.path.relpath(path, WORKSPACE))
+            else:
+                continue
+            header = tar_header(os.path.relpath(path, WORKSPACE), kind, info.st_mode & 0o777, length)
+            size += len(header) + (length + 511) // 512 * 512
+            if content_left < 0 or size > limit:
+                return None
+            entries.append((path, header, length))
+    return entries, size
+
+
+def tar_header(name, kind, mode, length):
+    """A ustar header (preceded by a pax header when the name does not fit its field)."""
+    encoded = name.encode("utf-8", "surrogateescape")
+    if len(encoded) <= 100 and encoded.isascii():
+        return ustar_block(encoded, kind, mode, length)
+    record = b" path=" + encoded + b"\n"
+    digits = len(str(len(record)))
+    while len(str(len(record) + digits)) != digits:
+        digits += 1
+    record = str(len(record) + digits).encode() + record
+    pax = ustar_block(b"././@PaxHeader", b"x", 0o644, len(record)) + record + bytes(-len(record) % 512)
+    return pax + ustar_block(encoded[:100], kind, mode, length)
+
+
+def ustar_block(name, kind, mode, length):
+    fields = [
+        name.ljust(100, b"\0"),
+        b"%07o\0" % mode,
+        b"%07o\0" % 0,
+        b"%07o\0" % 0,
+        b"%011o\0" % length,
+        b"%011o\0" % 0,
+        b" " * 8,
+        kind,
+        bytes(100),
+        b"ustar\x0000",
+        bytes(32),
+        bytes(32),
+        bytes(8),
+        bytes(8),
+        bytes(155),
+    ]
+    block = bytearray(b"".join(fields).ljust(512, b"\0"))
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def stream_archive(fd, entries):
+    """Write the planned archive to ``fd``: each header, then the file's bytes, padded."""
+    for path, header, length in entries:
+        write_all(fd, header)
+        if not length:
+            continue
+        source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            left = length
+            while left:
+                chunk = os.read(source, min(left, MIB))
+                if not chunk:
+                    raise OSError(errno.EIO, "a file of the workspace shrank while it was sent", path)
+                write_all(fd, chunk)
+                left -= len(chunk)
+        finally:
+            os.close(source)
+        write_all(fd, bytes(-length % 512))
+    write_all(fd, bytes(1024))
 
 
 IPC_TABLES = (
@@ -944,14 +1009,7 @@ def run_job(frame, child):
         "restart": False,
     }
     if job.get("capture"):
-        capture_into(reply, enforced["snapshot_bytes"])
-    try:
-        if not IPC_DENIED:
-            remove_ipc_objects()
-        empty_mounts()
-    except Exception as exc:
-        reply["restart"] = True
-        reply["detail"] = add_note(reply["detail"], "sandbox replaced: %s" % exc)
+        plan_into(reply, enforced["snapshot_bytes"])
     if template_died or os.waitpid(TEMPLATE_PID, os.WNOHANG)[0] or ended_or_ending(TEMPLATE_PID):
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: the run ended its template process")
@@ -998,25 +1056,42 @@ def unserved(started):
     }
 
 
-def capture_into(reply, limit):
+def plan_into(reply, limit):
     try:
-        archive = archive_workspace(limit)
+        plan = plan_archive(limit)
         problem = "workspace too large to snapshot"
     except OSError as exc:
-        archive, problem = None, "could not snapshot the workspace: %s" % exc
-    if archive is None:
+        plan, problem = None, "could not snapshot the workspace: %s" % exc
+    if plan is None:
         reply["detail"] = add_note(reply["detail"], problem)
     else:
-        reply["snapshot"] = archive
+        reply["snapshot"] = plan
 
 
 def send_reply(fd, reply):
-    """The answer as a frame: its outputs and snapshot as blobs after the JSON."""
-    blobs = [reply.pop("stdout"), reply.pop("stderr")]
-    snapshot = reply.pop("snapshot")
-    if snapshot is not None:
-        blobs.append(snapshot)
-    write_frame(fd, dict(reply, snapshot=snapshot is not None), blobs)
+    """The answer as a frame: its outputs as blobs after the JSON, then the planned snapshot
+    streamed from the workspace as the last blob."""
+    outputs = [reply.pop("stdout"), reply.pop("stderr")]
+    plan = reply.pop("snapshot")
+    lengths = [len(blob) for blob in outputs] + ([plan[1]] if plan is not None else [])
+    data = json.dumps(dict(reply, snapshot=plan is not None, blobs=lengths)).encode()
+    write_all(fd, struct.pack(">I", len(data)) + data)
+    for blob in outputs:
+        write_all(fd, blob)
+    if plan is not None:
+        stream_archive(fd, plan[0])
+
+
+def clean_scratch():
+    """Remove what the run left (SysV IPC objects, the mounts' contents), after its answer has
+    gone (its snapshot is read from the workspace as it is sent). A sandbox that cannot be
+    cleaned ends here: the host finds it gone before the next job and starts a fresh one."""
+    try:
+        if not IPC_DENIED:
+            remove_ipc_objects()
+        empty_mounts()
+    except Exception:
+        os._exit(3)
 
 
 def add_note(detail, note):
@@ -1076,6 +1151,7 @@ def main():
         if not reply.pop("started", True):
             write_all(control_out, UNSERVED)
         send_reply(control_out, reply)
+        clean_scratch()
 
 
 if __name__ == "__main__":
