@@ -63,9 +63,7 @@ def check_and_save_run_config(out: Path, config: TrainConfig, resuming: bool) ->
                 f"{out}: resuming with a config that differs from the run's ({'; '.join(changed)}); "
                 "restore those settings, use another run.out, or allow them with run.resume_changes=[FIELD,...]"
             )
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as handle:
-        json.dump(now, handle, indent=2)
+    _save(path, now)
 
 
 def check_and_save_environments(out: Path, environments: dict[str, str], config: TrainConfig, resuming: bool) -> None:
@@ -80,6 +78,10 @@ def check_and_save_environments(out: Path, environments: dict[str, str], config:
                 f"{out}: the run began on other builds of its environments ({'; '.join(changed)}); rebuild "
                 "them as they were, use another run.out, or allow it with run.resume_changes=[environments]"
             )
-    out.mkdir(parents=True, exist_ok=True)
+    _save(path, environments)
+
+
+def _save(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as handle:
-        json.dump(environments, handle, indent=2)
+        json.dump(data, handle, indent=2)
