@@ -8,7 +8,12 @@ STAMP := $(VENV)/.setup-stamp
 # torch first and exactly: a CPU build of this version is what the machines provide.
 TORCH_SPEC := torch==2.13.0
 
-.PHONY: setup lint test quickstart bench clean
+# verl pins transformers below the release the main environment takes, so the tests that drive
+# verl's own reward path use an environment of their own (the same project, installed with [verl]).
+VERL_VENV := .venv-verl
+VERL_STAMP := $(VERL_VENV)/.setup-stamp
+
+.PHONY: setup setup-verl lint test quickstart bench clean
 
 setup: $(STAMP)
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
@@ -25,6 +30,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $(STAMP)
 
+setup-verl: $(VERL_STAMP)
+
+$(VERL_STAMP): pyproject.toml
+	@test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	@$(VERL_VENV)/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	@$(VERL_VENV)/bin/python -c "import torch" 2>/dev/null || $(VERL_VENV)/bin/python -m pip install -q $(TORCH_SPEC)
+	$(VERL_VENV)/bin/python -m pip install -q -e ".[verl]"
+	@touch $(VERL_STAMP)
+
 # Formatting and lint rules live in pyproject.toml ([tool.ruff]); `ruff format .` fixes the first.
 lint: setup
 	$(VENV)/bin/ruff format --check .
@@ -32,7 +46,7 @@ lint: setup
 
 # The bit-for-bit tests run again with MKL forced onto its AVX2 and (where the CPU has it)
 # AVX-512 kernels, so a code path this CPU would not pick by itself is exercised too.
-test: setup lint
+test: setup lint setup-verl
 	$(PY) -m pytest -q
 	MKL_CBWR=AVX2,STRICT $(PY) -m pytest -q -m determinism
 	@if grep -qw avx512f /proc/cpuinfo; then \
@@ -48,4 +62,4 @@ bench: setup
 	@for script in bench/*.py; do echo "# $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) runs .pytest_cache

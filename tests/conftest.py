@@ -2,13 +2,62 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 VERILOOP = Path(sys.executable).with_name("veriloop")
+SERVICE_TOKEN = "test-token-" + "x" * 16
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_sandbox(*options: str, token: str | None, workers: int = 2, timeout_s: float = 5) -> Iterator[str]:
+    """A real ``veriloop sandbox serve`` on a free loopback port; yields its URL once it answers."""
+    port = _free_port()
+    args = [str(VERILOOP), "sandbox", "serve", "--port", str(port), "--workers", str(workers)]
+    args += ["--timeout", str(timeout_s), *options]
+    server = subprocess.Popen([*args, *(["--token", token] if token else [])], stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        for _ in range(300):
+            if server.poll() is not None:
+                pytest.fail(f"the sandbox service did not start: {server.stderr.read().decode()[-500:]}")
+            try:
+                if httpx.get(f"{url}/v1/ping", headers=headers, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def sandbox_server():
+    """``sandbox_server(*options, token=...)``: a context manager around a real sandbox service."""
+    return serve_sandbox
+
+
+@pytest.fixture(scope="module")
+def sandbox_service() -> Iterator[tuple[str, str]]:
+    """A sandbox service that needs a token: ``(url, token)``."""
+    with serve_sandbox(token=SERVICE_TOKEN) as url:
+        yield url, SERVICE_TOKEN
 
 
 @pytest.fixture

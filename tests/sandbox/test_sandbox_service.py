@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import base64
 import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,41 +19,16 @@ VERILOOP = Path(sys.executable).with_name("veriloop")
 TOKEN = "test-token-" + "x" * 16
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _serve(*options: str, token: str | None) -> Iterator[str]:
-    port = _free_port()
-    args = [str(VERILOOP), "sandbox", "serve", "--port", str(port), "--workers", "2", "--timeout", "5", *options]
-    server = subprocess.Popen([*args, *(["--token", token] if token else [])], stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        for _ in range(300):
-            if server.poll() is not None:
-                pytest.skip(f"the service did not start: {server.stderr.read().decode()[-500:]}")
-            try:
-                if httpx.get(f"{url}/v1/ping", headers=headers, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+@pytest.fixture(scope="module")
+def service(sandbox_server) -> Iterator[str]:
+    with sandbox_server("--max-body-mb", "1", "--max-pending", "0", token=TOKEN) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
-def service() -> Iterator[str]:
-    yield from _serve("--max-body-mb", "1", "--max-pending", "0", token=TOKEN)
-
-
-@pytest.fixture(scope="module")
-def open_service() -> Iterator[str]:
-    yield from _serve(token=None)
+def open_service(sandbox_server) -> Iterator[str]:
+    with sandbox_server(token=None) as url:
+        yield url
 
 
 def _post(url: str, body: dict | bytes, token: str | None = TOKEN, timeout: float = 60) -> httpx.Response:
@@ -148,8 +121,9 @@ def test_remote_backend_speaks_the_same_api(service):
 def test_remote_backend_reports_a_wrong_token_or_no_service(service):
     with pytest.raises(SandboxUnavailable, match="token"):
         Sandbox(backend="remote", url=service, token="wrong")
-    with pytest.raises(SandboxUnavailable, match="unreachable"):
-        Sandbox(backend="remote", url=f"http://127.0.0.1:{_free_port()}")
+    with socket.socket() as bound_only, pytest.raises(SandboxUnavailable, match="unreachable"):
+        bound_only.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        Sandbox(backend="remote", url=f"http://127.0.0.1:{bound_only.getsockname()[1]}")
 
 
 def test_a_token_in_the_url_works_for_clients_that_take_only_a_url(service):

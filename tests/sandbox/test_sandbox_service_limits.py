@@ -3,10 +3,7 @@ never more than the service's own, CPU time included; checked against a real ``v
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,26 +19,9 @@ RLIMIT_CPU = "import resource; print(*resource.getrlimit(resource.RLIMIT_CPU))"
 
 
 @pytest.fixture(scope="module")
-def service() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    args = [str(VERILOOP), "sandbox", "serve", "--port", str(port), "--workers", "1", "--timeout", str(CEILING_S)]
-    server = subprocess.Popen(args, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            if server.poll() is not None:
-                pytest.skip(f"the service did not start: {server.stderr.read().decode()[-500:]}")
-            try:
-                if httpx.get(f"{url}/v1/ping", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+def service(sandbox_server) -> Iterator[str]:
+    with sandbox_server(token=None, workers=1, timeout_s=CEILING_S) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _exec(service: str, code: str, **limits: float) -> ExecResult:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from veriloop.core import UserError, write_jsonl
+from veriloop.core import Task, UserError, write_jsonl
 from veriloop.integrations import (
     make_compute_score,
     trl_dataset_rows,
@@ -151,3 +153,76 @@ def test_trls_grpo_trainer_runs_with_the_reward_function(tiny_model_dir, tmp_pat
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "trained 1 steps; last batch rewards: [" in done.stdout
+
+
+VERL_PYTHON = Path(__file__).resolve().parents[2] / ".venv-verl" / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def verl_python() -> Path:
+    """The verl environment's Python (``make setup-verl``; ``make test`` builds it first): verl pins
+    transformers below the release the main environment has, so it lives in its own venv."""
+    if not VERL_PYTHON.exists():
+        pytest.skip(f"verl's environment is not built ({VERL_PYTHON} missing): run `make setup-verl`")
+    return VERL_PYTHON
+
+
+def test_verls_own_reward_manager_and_sandbox_reward_score_veriloop_tasks(
+    verl_python, tasks, tiny_model_dir, sandbox_service, tmp_path, run_cli
+):
+    """verl's RLHFDataset reads the exported parquet, its trainer's loader finds the reward
+    function by path with the task file as a reward kwarg, its NaiveRewardManager scores a rollout
+    batch, and its own SandboxFusion code reward runs against ``veriloop sandbox serve --token``
+    with the token carried in the URL."""
+    code = Task(
+        id="code/double",
+        domain="code",
+        prompt="Write f(x) that returns twice x.",
+        verifier={"kind": "python_tests", "entry_point": "f", "tests": "assert f(2) == 4\nassert f(-3) == -6\n"},
+        gold="def f(x):\n    return 2 * x\n",
+    )
+    task_set = [*tasks[:4], code]
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(path, task_set)
+    parquet = tmp_path / "tasks.parquet"
+    assert run_cli("tasks", "export-verl", str(path), "--out", str(parquet)).returncode == 0
+    stranger = tmp_path / "stranger.parquet"  # a row whose task is not in the loaded task set
+    write_verl_parquet(stranger, [code.model_copy(update={"id": "code/unknown"})])
+    right = {task.id: f"The answer is \\boxed{{{task.gold}}}" for task in tasks[:2]}
+    wrong = {task.id: "The answer is \\boxed{-1}" for task in tasks[2:4]}
+    responses = {**right, **wrong, code.id: f"```python\n{code.gold}```", "code/unknown": "```python\npass\n```"}
+    url, token = sandbox_service
+    code_tests = [
+        {
+            "completion": "```python\nprint(int(input()) * 2)\n```",
+            "tests": {"inputs": ["3\n", "5\n"], "outputs": ["6\n", "10\n"]},
+        },
+        {
+            "completion": "```python\nprint(int(input()) + 2)\n```",
+            "tests": {"inputs": ["3\n", "5\n"], "outputs": ["6\n", "10\n"]},
+        },
+    ]
+    request = {
+        "tasks": str(path),
+        "parquet": [str(parquet), str(stranger)],
+        "tokenizer": str(tiny_model_dir),
+        "responses": responses,
+        "sandbox_url": url.replace("://", f"://veriloop:{token}@") + "/run_code",
+        "code_tests": code_tests,
+    }
+    request_path = tmp_path / "request.json"
+    request_path.write_text(json.dumps(request))
+    driver = Path(__file__).with_name("verl_reward_path.py")
+    done = subprocess.run(
+        [str(verl_python), str(driver), str(request_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    by_id = {row["task_id"]: row for row in report["rows"]}
+    assert set(by_id) == {task.id for task in task_set} | {"code/unknown"}
+    for task_id in [*right, code.id]:
+        assert by_id[task_id]["reward"] == 1.0 and by_id[task_id]["passed"], by_id[task_id]
+    for task_id in wrong:
+        assert by_id[task_id]["reward"] == 0.0 and not by_id[task_id]["passed"] and not by_id[task_id]["infra_error"]
+    assert by_id["code/unknown"]["infra_error"] and by_id["code/unknown"]["reward"] == 0.0
+    assert report["sandbox_scores"] == [1.0, 0.0]

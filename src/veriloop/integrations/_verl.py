@@ -1,13 +1,14 @@
 """A verl reward function: ``compute_score(data_source, solution_str, ground_truth, extra_info=None)``.
 
-Point verl at this file (``custom_reward_function.path`` = this file's path,
-``custom_reward_function.name`` = ``compute_score``) or build one with ``make_compute_score``.
+Point verl at this file (``reward.custom_reward_function.path`` = this file's path,
+``reward.custom_reward_function.name`` = ``compute_score`` in verl 0.9; top-level
+``custom_reward_function`` in older releases) or build one with ``make_compute_score``.
 
 Which verifier scores a row:
 
 1. ``extra_info["task_id"]`` names a task of the loaded task set (``make_compute_score(tasks)``;
    for the module-level ``compute_score``, the task file given as the ``tasks`` reward kwarg —
-   ``custom_reward_function.reward_kwargs.tasks`` in verl's config — or in the ``VERILOOP_TASKS``
+   ``reward.custom_reward_function.reward_kwargs.tasks`` in verl's config — or in the ``VERILOOP_TASKS``
    environment variable): that task, verifier and gold included. A row naming a task that is
    not loaded is an infra error, never scored by a fallback verifier it was not written for;
 2. a ``ground_truth`` object with a ``verifier`` key: that verifier, with its ``gold``;
