@@ -170,10 +170,10 @@ def verl_python() -> Path:
 def test_verls_own_reward_manager_and_sandbox_reward_score_veriloop_tasks(
     verl_python, tasks, tiny_model_dir, sandbox_service, tmp_path, run_cli
 ):
-    """verl's RLHFDataset reads the exported parquet, its trainer's loader finds the reward
-    function by path with the task file as a reward kwarg, its NaiveRewardManager scores a rollout
-    batch, and its own SandboxFusion code reward runs against ``veriloop sandbox serve --token``
-    with the token carried in the URL."""
+    """examples/verl_reward.py: verl's RLHFDataset reads the exported parquet, its trainer's loader
+    finds the reward function by path with the task file as a reward kwarg, and its
+    NaiveRewardManager scores a rollout batch; then verl's own SandboxFusion code reward runs
+    against ``veriloop sandbox serve --token`` with the token carried in the URL."""
     code = Task(
         id="code/double",
         domain="code",
@@ -191,38 +191,35 @@ def test_verls_own_reward_manager_and_sandbox_reward_score_veriloop_tasks(
     right = {task.id: f"The answer is \\boxed{{{task.gold}}}" for task in tasks[:2]}
     wrong = {task.id: "The answer is \\boxed{-1}" for task in tasks[2:4]}
     responses = {**right, **wrong, code.id: f"```python\n{code.gold}```", "code/unknown": "```python\npass\n```"}
-    url, token = sandbox_service
-    code_tests = [
-        {
-            "completion": "```python\nprint(int(input()) * 2)\n```",
-            "tests": {"inputs": ["3\n", "5\n"], "outputs": ["6\n", "10\n"]},
-        },
-        {
-            "completion": "```python\nprint(int(input()) + 2)\n```",
-            "tests": {"inputs": ["3\n", "5\n"], "outputs": ["6\n", "10\n"]},
-        },
-    ]
-    request = {
-        "tasks": str(path),
-        "parquet": [str(parquet), str(stranger)],
-        "tokenizer": str(tiny_model_dir),
-        "responses": responses,
-        "sandbox_url": url.replace("://", f"://veriloop:{token}@") + "/run_code",
-        "code_tests": code_tests,
-    }
-    request_path = tmp_path / "request.json"
-    request_path.write_text(json.dumps(request))
-    driver = Path(__file__).with_name("verl_reward_path.py")
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"task_id": k, "response": v}) + "\n" for k, v in responses.items()))
+    example = Path(__file__).parents[2] / "examples" / "verl_reward.py"
+    args = ["--tasks", str(path), "--data", str(parquet), str(stranger), "--tokenizer", str(tiny_model_dir)]
     done = subprocess.run(
-        [str(verl_python), str(driver), str(request_path)], capture_output=True, text=True, timeout=300
+        [str(verl_python), str(example), *args, "--answers", str(answers)], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    by_id = {row["task_id"]: row for row in report["rows"]}
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]  # verl prints too
+    by_id = {row["task_id"]: row for row in rows}
     assert set(by_id) == {task.id for task in task_set} | {"code/unknown"}
     for task_id in [*right, code.id]:
         assert by_id[task_id]["reward"] == 1.0 and by_id[task_id]["passed"], by_id[task_id]
     for task_id in wrong:
         assert by_id[task_id]["reward"] == 0.0 and not by_id[task_id]["passed"] and not by_id[task_id]["infra_error"]
     assert by_id["code/unknown"]["infra_error"] and by_id["code/unknown"]["reward"] == 0.0
-    assert report["sandbox_scores"] == [1.0, 0.0]
+
+    url, token = sandbox_service
+    tests = {"inputs": ["3\n", "5\n"], "outputs": ["6\n", "10\n"]}
+    cases = [
+        {"completion": "```python\nprint(int(input()) * 2)\n```", "tests": tests},
+        {"completion": "```python\nprint(int(input()) + 2)\n```", "tests": tests},
+    ]
+    cases_path = tmp_path / "cases.json"
+    cases_path.write_text(json.dumps(cases))
+    endpoint = url.replace("://", f"://veriloop:{token}@") + "/run_code"
+    driver = Path(__file__).with_name("verl_sandbox_reward.py")
+    done = subprocess.run(
+        [str(verl_python), str(driver), endpoint, str(cases_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == [1.0, 0.0]
