@@ -66,7 +66,7 @@ def queue_page(
         sample = item.sample
         rows.append(
             f"<tr class=pick data-position={item.position}><td>{item.position + 1}</td>"
-            f"<td><a href=/review/{item.position}>{_text(sample.run_label)} &middot; {_text(sample.task_id)}</a></td>"
+            f"<td><a href=/review/{item.position}>{_text(sample.run_label)} &middot; {_text(sample.sample_id)}</a></td>"
             f"<td>{_text(sample.domain)}</td><td>{_text(sample.verifier_kind)}</td><td>{_text(outcome(sample))}</td>"
             f"<td>{item.priority:g}</td><td><ul>{''.join(f'<li>{_text(r)}</li>' for r in item.reasons)}</ul></td>"
             f"<td class=state>{_verdict_label(judged.get(sample.key))}</td></tr>"

@@ -21,7 +21,6 @@ from pydantic import Field
 from veriloop.core import Record, Task, Trajectory, UserError
 from veriloop.evaluation import EvalSample, load_run, verifier_version
 from veriloop.evaluation._samples import SAMPLES_FILE, load_run_tasks
-from veriloop.rollout import TrajectoryStore
 from veriloop.tasks import load_tasks, question_text
 
 TRAJECTORIES_DIR = "trajectories"
@@ -132,6 +131,8 @@ def _trajectory_fields(trajectory: Trajectory, run: str, label: str, task: Task 
 
 
 def _store_samples(path: Path, extra: dict[str, Task]) -> list[ReviewSample]:
+    from veriloop.rollout import TrajectoryStore  # the rollout layer loads torch: only for stores
+
     store = TrajectoryStore(path)
     resolved = str(path.resolve())
     label = path.parent.name if path.name == TRAJECTORIES_DIR else path.name
@@ -141,13 +142,18 @@ def _store_samples(path: Path, extra: dict[str, Task]) -> list[ReviewSample]:
     ]
 
 
+def _is_store(path: Path) -> bool:
+    """Whether ``path`` holds trajectory store parts (``part-*.parquet``)."""
+    return path.is_dir() and any(path.glob("part-*.parquet"))
+
+
 def resolve_run(item: str | os.PathLike[str]) -> Path:
     """The directory a path given to ``veriloop review`` stands for: an eval run, a trajectory
     store, or the store of a training run; a UserError for anything else."""
     path = Path(item)
-    if (path / SAMPLES_FILE).is_file() or TrajectoryStore(path).parts():
+    if (path / SAMPLES_FILE).is_file() or _is_store(path):
         return path
-    if TrajectoryStore(path / TRAJECTORIES_DIR).parts():
+    if _is_store(path / TRAJECTORIES_DIR):
         return path / TRAJECTORIES_DIR
     if not path.is_dir():
         raise UserError(f"{path}: no such directory")
