@@ -97,9 +97,12 @@ def serve(
         raise UserError(f"refusing to listen on {host} without --token: anyone who can reach it could read and judge")
     if token is not None and not token.strip():
         raise UserError("--token is empty")
+    from rich.console import Console
+
     config = SamplerConfig(size=size, seed=seed, stratify_by=_stratify(stratify_by), per_stratum=per_stratum)
-    samples = load_sources(runs, tasks)
-    queue = build_queue(samples, config)
+    with Console(stderr=True).status(f"reading {len(runs)} runs and drawing the queue"):
+        samples = load_sources(runs, tasks)
+        queue = build_queue(samples, config)
     path = _registry(runs, registry)
     description = f"seed {seed}, strata by {', '.join(config.stratify_by) or 'nothing'}, {len(samples)} samples"
     app_ = create_review_app(
