@@ -112,3 +112,14 @@ def test_review_screen_screenshot(serve, review_runs, trajectory_store, browser,
     pixels = np.asarray(image.resize((320, 250))).reshape(-1, 3).astype(int)  # (N, 3) RGB
     inked = float((pixels.sum(axis=1) < 600).mean())
     assert 0.01 < inked < 0.6  # text was drawn and the page is not a solid block
+
+
+def test_every_turn_opens_and_closes_with_one_key(serve, trajectory_store, browser):
+    server = serve(str(trajectory_store.parent))
+    browser.open(server.url + "/review/0")
+    opened = "Array.from(document.querySelectorAll('details.turn')).map((d) => d.open)"
+    assert browser.evaluate(opened) == [True, False, True]  # model turns open, observations folded
+    browser.press("t")
+    assert browser.evaluate(opened) == [True, True, True]
+    browser.press("t")
+    assert browser.evaluate(opened) == [False, False, False]

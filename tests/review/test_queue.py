@@ -3,6 +3,8 @@ and the same draw for the same seed."""
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 import pytest
 
 from veriloop.core import UserError
@@ -10,6 +12,8 @@ from veriloop.review import SamplerConfig, build_queue, load_sources, suspicion
 from veriloop.review._sampler import outcome
 
 from .conftest import SCRIPT_ANSWER, TAMPER_ANSWER
+
+RELEASE = version("veriloop")
 
 
 def test_eval_runs_come_with_their_tasks_and_checkpoints(review_runs):
@@ -19,7 +23,7 @@ def test_eval_runs_come_with_their_tasks_and_checkpoints(review_runs):
     first = next(s for s in samples if s.task_id == "extract/2")
     assert first.has_task and first.verifier_kind == "regex" and first.gold == "102"
     assert first.verifier == {"kind": "regex", "pattern": ".*102.*", "mode": "fullmatch"}
-    assert first.verifier_version.startswith("0.1.0+") and len(first.verifier_version) == len("0.1.0+") + 12
+    assert first.verifier_version.startswith(f"{RELEASE}+") and len(first.verifier_version) == len(RELEASE) + 13
     assert first.sample_id == "extract/2#0" and first.run == str(review_runs["before"].resolve())
 
 
