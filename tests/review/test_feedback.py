@@ -65,7 +65,7 @@ def test_the_report_shows_the_review_figures(judged, run_cli, tmp_path):
     assert result.returncode == 0, result.stderr
     html = out.read_text()
     section = html[html.index("<h2>Verifier review (spot checks)</h2>") :]
-    assert "10 judgments by 1 reviewers" in section and "<td>extraction</td>" in section
+    assert "10 judgments by 1 reviewer " in section and "<td>extraction</td>" in section
     assert "100.0% <span class=ci>(4/4)" in section  # extraction's false-pass rate
     bare = tmp_path / "bare.html"
     assert (

@@ -131,3 +131,30 @@ def test_bad_runs_and_options_are_one_line_errors(run_cli, tmp_path, review_runs
     bad_key = run_cli("review", str(review_runs["after"]), "--stratify-by", "domain,colour")
     assert bad_key.returncode == 2 and "unknown key 'colour'" in bad_key.stderr
     assert len(bad_key.stderr.strip().splitlines()) == 1
+
+
+def test_without_a_token_only_loopback_clients_are_answered():
+    import asyncio
+
+    from veriloop.review import AccessGuard
+
+    reached: list[str] = []
+
+    async def inner(scope, receive, send):
+        reached.append(scope["client"][0])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def status_for(client: str) -> int:
+        sent: list[dict] = []
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "client": (client, 5000), "headers": [], "query_string": b""}
+        await AccessGuard(inner, token=None)(scope, None, send)
+        return sent[0]["status"]
+
+    assert asyncio.run(status_for("127.0.0.1")) == 200 and asyncio.run(status_for("::1")) == 200
+    assert asyncio.run(status_for("10.0.0.5")) == 403
+    assert reached == ["127.0.0.1", "::1"]

@@ -123,7 +123,8 @@ def agreement_table(groups: Mapping[str, AgreementBlock], heading: str) -> str:
 def agreement_html(report: AgreementReport) -> str:
     """The figures as HTML: totals, per domain, per verifier kind (95% Wilson intervals)."""
     return (
-        f"<p class=ci>{report.total.judgments} judgments by {len(report.reviewers)} reviewers "
+        f"<p class=ci>{report.total.judgments} judgments by {len(report.reviewers)} "
+        f"{'reviewer' if len(report.reviewers) == 1 else 'reviewers'} "
         f"({escape(', '.join(report.reviewers))}); intervals are {report.confidence:.0%} Wilson intervals. "
         "False-pass: passed samples a reviewer judged hacks; false-fail: failed samples that should have passed.</p>"
         + agreement_table({"(all)": report.total}, "")

@@ -158,7 +158,7 @@ def create_review_app(
 
     @api.get("/stats", response_class=HTMLResponse)
     def show_stats() -> str:
-        return stats_page(agreement(store.latest(runs)))
+        return stats_page(agreement(store.latest(runs)), reviewer=default_reviewer)
 
     @api.get("/api/stats")
     def stats_json() -> JSONResponse:

@@ -147,5 +147,6 @@ def review_page(item: QueueItem, size: int, history: Sequence[Judgment], *, revi
     )
 
 
-def stats_page(report: AgreementReport) -> str:
-    return page("agreement", "<h1>Verifier-human agreement</h1>" + agreement_html(report), {"page": "stats"})
+def stats_page(report: AgreementReport, *, reviewer: str = "") -> str:
+    body = "<h1>Verifier-human agreement</h1>" + agreement_html(report)
+    return page("agreement", body, {"page": "stats", "reviewer": reviewer})
