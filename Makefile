@@ -19,9 +19,9 @@ setup: $(STAMP)
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
 	  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null || \
 	  { echo "could not install bubblewrap (apt-get install -y bubblewrap)"; exit 1; }; }
-	@command -v chromium >/dev/null || { echo "installing chromium (renders eval reports in a test)"; \
+	@command -v chromium >/dev/null || { echo "installing chromium (tests render eval reports and drive the review page)"; \
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null || \
-	  echo "could not install chromium (apt-get install -y chromium); the report rendering test will be skipped"; }
+	  echo "could not install chromium (apt-get install -y chromium); the browser tests will be skipped"; }
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -19,6 +19,7 @@ LAYERS = {
     "evaluation": 4,
     "scheduling": 4,
     "training": 5,
+    "review": 5,
     "cli": 6,
     "integrations": 6,
 }

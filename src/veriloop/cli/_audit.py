@@ -35,6 +35,19 @@ def _table(report):
     return table
 
 
+def _regression_cases(tasks: Path, files: list[Path]):  # type: ignore[no-untyped-def]
+    """The reviewed hacks of ``files`` and of the task file's own regression file, if it has one."""
+    from veriloop.core import UserError
+    from veriloop.verifiers.audit._regressions import read_regressions, regression_file_for
+
+    own = regression_file_for(tasks)
+    paths = [*files, *([own] if own.is_file() and own not in files else [])]
+    for path in paths:
+        if not path.is_file():
+            raise UserError(f"{path}: no such regression file")
+    return [case for path in paths for case in read_regressions(path)]
+
+
 def audit(
     tasks: Path = typer.Option(..., "--tasks", help="task set (.jsonl or .parquet)"),
     out: Path = typer.Option(None, "--out", help="write the full report as JSON here"),
@@ -44,13 +57,19 @@ def audit(
     plugins: list[str] = typer.Option(
         [], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"
     ),
+    regressions: list[Path] = typer.Option(
+        [],
+        "--regressions",
+        help="reviewed hacks to replay (veriloop review export; TASKS.regressions.jsonl is read by itself)",
+    ),
 ) -> int:
     """Red-team the task set's verifiers with a library of reward hacks and mutated gold answers.
 
     One exploit or more per threat category, adapted to each verifier kind; gold answers must
-    pass and repeated runs must agree. Prints a table, writes JSON with --out, and exits 1 when
-    a verifier was fooled, broke, was
-    flaky or rejected a gold answer.
+    pass and repeated runs must agree. Hacks people found in review (``veriloop review export``)
+    are replayed too: from --regressions files and from TASKS.regressions.jsonl beside the task
+    file. Prints a table, writes JSON with --out, and exits 1 when a verifier was fooled, broke,
+    was flaky or rejected a gold answer.
     """
     import json
     import sys
@@ -68,6 +87,7 @@ def audit(
     from veriloop.verifiers import audit_tasks
 
     task_list = load_tasks(tasks)
+    cases = _regression_cases(tasks, regressions)
     finish_sandbox()
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     with Progress(console=err, transient=True, disable=not sys.stderr.isatty()) as progress:
@@ -78,6 +98,7 @@ def audit(
             per_kind=per_kind,
             threads=2 * workers,
             on_score=lambda _: progress.advance(bar),
+            regressions=cases,
         )
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     console.print(_table(report))
@@ -86,6 +107,16 @@ def audit(
     if out is not None:
         with atomic_write(out) as handle:
             json.dump({"ok": report.ok, **report.model_dump(mode="json")}, handle, indent=2)
+    if cases:
+        err.print(
+            f"{report.regressions_replayed} reviewed hacks replayed"
+            + (
+                f", {report.regressions_skipped} skipped (their task is not in this set)"
+                if report.regressions_skipped
+                else ""
+            ),
+            markup=False,
+        )
     verdict = "no verifier was fooled" if report.ok else "verifiers were fooled, broke or were flaky"
     err.print(
         f"{report.responses} responses checked: {verdict}", style="green" if report.ok else "bold red", markup=False

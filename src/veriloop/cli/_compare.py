@@ -29,6 +29,19 @@ def compare(
     allow_environment_change: bool = typer.Option(
         False, "--allow-environment-change", help="compare runs made on different builds of a task environment"
     ),
+    max_false_pass: float | None = typer.Option(
+        None,
+        "--max-false-pass",
+        min=0.0,
+        max=1.0,
+        help="gate: fail when B's reviewed false-pass rate is above this in any domain (veriloop review)",
+    ),
+    min_judgments: int = typer.Option(
+        10, "--min-judgments", min=1, help="gate: judged passed samples a domain needs before --max-false-pass applies"
+    ),
+    registry: Path | None = typer.Option(
+        None, "--registry", help="run registry holding B's review judgments (default: evals.sqlite beside B)"
+    ),
 ) -> int:
     """Compare candidate B against baseline A task by task (B - A, paired bootstrap over tasks).
 
@@ -36,7 +49,9 @@ def compare(
     and a seesaw flag when one domain rises while another falls significantly. With --gate it
     exits 1 on a significant drop, and also when too little was compared: no paired task, more
     than --max-missing of either run's tasks unscored in the other, or more than --max-infra of
-    B's samples infra errors.
+    B's samples infra errors. With --max-false-pass it also exits 1 when people reviewing B's
+    samples judged more than that share of the verifier's passes in a domain to be hacks (among
+    domains with at least --min-judgments such judgments).
     """
     import json
 
@@ -50,15 +65,46 @@ def compare(
         _same_environments(run_a, run_b)
     result = compare_runs(run_a.samples, run_b.samples, resamples=resamples, seed=seed)
     failures = result.gate_failures(max_drop, max_missing, max_infra) if gate else []
+    review = (
+        _review_gate(candidate, registry, max_false_pass, min_judgments)
+        if gate and max_false_pass is not None
+        else None
+    )
+    if review is not None:
+        failures += review["failures"]
     if as_json:
-        click.echo(json.dumps(result.to_dict(max_drop if gate else None, examples, max_missing, max_infra)))
+        payload = result.to_dict(max_drop if gate else None, examples, max_missing, max_infra)
+        if review is not None:
+            payload["review_gate"] = review
+            payload["gate"]["failures"] = failures  # type: ignore[index]
+        click.echo(json.dumps(payload))
     else:
         _print(result, run_a, run_b, examples)
         if gate:
             for line in failures:
                 click.secho(f"gate: {line}", fg="red", err=True)
+            if review is not None:
+                click.echo(
+                    f"gate: reviewed false-pass rate checked over {review['judgments']} judgments of B's samples"
+                )
             click.echo(f"gate: {'FAIL' if failures else 'pass'} (max drop {max_drop:.3f})")
     return 1 if failures else 0
+
+
+def _review_gate(candidate: Path, registry: Path | None, max_false_pass: float, min_judgments: int) -> dict:
+    """The false-pass gate over the judgments of B's samples (see ``false_pass_failures``)."""
+    from veriloop.evaluation import JudgmentStore, agreement, default_registry_path, false_pass_failures
+
+    path = registry if registry is not None else default_registry_path(candidate)
+    report = agreement(JudgmentStore(path).latest([str(candidate.resolve())]))
+    return {
+        "registry": str(path),
+        "max_false_pass": max_false_pass,
+        "min_judgments": min_judgments,
+        "judgments": report.total.judgments,
+        "domains": {name: block.false_pass.model_dump(mode="json") for name, block in report.domains.items()},
+        "failures": false_pass_failures(report, max_false_pass, min_judgments),
+    }
 
 
 def _same_environments(run_a, run_b) -> None:

@@ -21,6 +21,7 @@ from veriloop.cli import (
     _quickstart,
     _replay,
     _report,
+    _review,
     _sandbox,
     _tasks,
     _train,
@@ -41,6 +42,7 @@ app.add_typer(_sandbox.app, name="sandbox")
 app.add_typer(_env.app, name="env")
 app.add_typer(_trajectories.app, name="trajectories")
 app.add_typer(_model.app, name="model")
+app.add_typer(_review.app, name="review")
 app.command("sft")(_model.sft)
 app.command("train")(_train.train)
 app.command("quickstart")(_quickstart.quickstart)

@@ -4,6 +4,16 @@ Importing this package is light: the rollout layer (torch) loads when ``run_eval
 matplotlib when a report is drawn.
 """
 
+from veriloop.evaluation._agreement import (
+    AgreementBlock,
+    AgreementReport,
+    Rate,
+    agreement,
+    agreement_block,
+    agreement_html,
+    false_pass_failures,
+)
+from veriloop.evaluation._judgments import VERDICTS, Judgment, JudgmentStore, Verdict, verifier_version
 from veriloop.evaluation._compare import MIN_TASKS, Comparison, DomainDelta, Flip, compare, paired_bootstrap
 from veriloop.evaluation._failures import export_failures, failed_tasks
 from veriloop.evaluation._overlap import DEFAULT_NGRAM, OverlapReport, overlap
@@ -29,6 +39,18 @@ from veriloop.evaluation._samples import EvalRun, EvalSample, load_run, read_sam
 from veriloop.evaluation._summary import score_block, summarize, task_set_hash
 
 __all__ = [
+    "AgreementBlock",
+    "AgreementReport",
+    "Judgment",
+    "JudgmentStore",
+    "Rate",
+    "VERDICTS",
+    "Verdict",
+    "agreement",
+    "agreement_block",
+    "agreement_html",
+    "false_pass_failures",
+    "verifier_version",
     "DEFAULT_NGRAM",
     "MIN_TASKS",
     "REGISTRY_FILE",

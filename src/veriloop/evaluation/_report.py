@@ -29,7 +29,9 @@ from veriloop.evaluation._plots import (
     trend_plot,
     utilisation_curves,
 )
-from veriloop.evaluation._run_registry import RunRegistry
+from veriloop.evaluation._agreement import agreement, agreement_html
+from veriloop.evaluation._judgments import JudgmentStore
+from veriloop.evaluation._run_registry import RunRegistry, default_registry_path
 from veriloop.evaluation._samples import SAMPLES_FILE, SUMMARY_FILE, EvalRun, load_run, load_run_tasks
 
 METRICS_FILE = "metrics.jsonl"
@@ -376,6 +378,18 @@ def _failures_section(run: EvalRun, per_domain: int) -> str:
     return "".join(parts)
 
 
+def _review_section(evals: list[EvalRun], registry: str | os.PathLike[str] | None) -> str:
+    """Verifier-human agreement over the review judgments of the given eval runs (``veriloop
+    review``), from ``registry`` or the one beside the last run; empty when nobody judged them."""
+    if not evals:
+        return ""
+    path = Path(registry) if registry is not None else default_registry_path(evals[-1].path)
+    judgments = JudgmentStore(path).latest(str(run.path.resolve()) for run in evals) if path.is_file() else []
+    if not judgments:
+        return ""
+    return "<h2>Verifier review (spot checks)</h2>" + agreement_html(agreement(judgments))
+
+
 _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
@@ -410,6 +424,7 @@ def render_report(
         body.append(_domain_training_section(training))
         body.append(_utilisation_section(training))
     body.append(_comparison_section(evals))
+    body.append(_review_section(evals, registry))
     if evals:
         body.append(_failures_section(evals[-1], failures_per_domain))
     return (

@@ -21,6 +21,7 @@ from veriloop.verifiers.audit import _exploits_reasoning_gym  # noqa: F401  (reg
 from veriloop.verifiers.audit import _exploits_math  # noqa: F401  (registers its adapter)
 from veriloop.verifiers._batch import verify_many
 from veriloop.verifiers.audit._exploits import Exploit, exploits_for, gold_response, weakness_of
+from veriloop.verifiers.audit._regressions import REVIEWED_HACK, RegressionCase
 
 
 class AuditRow(Record):
@@ -48,6 +49,8 @@ class AuditReport(Record):
     flaky: tuple[str, ...] = ()
     weak: tuple[str, ...] = Field(default=(), description="tasks whose verifier cannot tell a hack from a solution")
     rows: tuple[AuditRow, ...] = ()
+    regressions_replayed: int = Field(default=0, description="reviewed hacks replayed (their task is in the set)")
+    regressions_skipped: int = Field(default=0, description="reviewed hacks whose task is not in the set")
 
     @property
     def ok(self) -> bool:
@@ -114,14 +117,25 @@ def audit_tasks(
     costly_per_kind: int = 2,
     threads: int = 4,
     on_score: Callable[[Score], None] | None = None,
+    regressions: Sequence[RegressionCase] = (),
 ) -> AuditReport:
     """Audit up to ``per_kind`` tasks of each verifier kind.
 
-    Exploits that run into time limits are tried on ``costly_per_kind`` tasks per kind.
+    Exploits that run into time limits are tried on ``costly_per_kind`` tasks per kind. Every
+    reviewed hack in ``regressions`` whose task is in ``tasks`` is replayed against that task's
+    verifier (category ``reviewed_hack``, whether or not the task was sampled); the others are
+    counted in ``regressions_skipped``.
     """
     sample = _sample(tasks, per_kind)
     pairs: list[tuple[Task, Response]] = []
     plan: list[tuple[Task, Exploit | None]] = []
+    by_task = {task.id: task for task in tasks}
+    for number, case in enumerate(case for case in regressions if case.task_id in by_task):
+        task = by_task[case.task_id]
+        pairs.append(
+            (task, Response(id=f"{task.id}#{REVIEWED_HACK}/{number}", task_id=task.id, response=case.response))
+        )
+        plan.append((task, Exploit(REVIEWED_HACK, f"{case.reviewer} on {case.sample_id}", case.response)))
     costly_seen: dict[str, int] = defaultdict(int)
     for task in sample:
         gold = gold_response(task)
@@ -161,4 +175,6 @@ def audit_tasks(
         flaky=tuple(flaky),
         weak=tuple(f"{task.id}: {why}" for task in sample if (why := weakness_of(task))),
         rows=tuple(_rows(exploit_results)),
+        regressions_replayed=sum(case.task_id in by_task for case in regressions),
+        regressions_skipped=sum(case.task_id not in by_task for case in regressions),
     )
