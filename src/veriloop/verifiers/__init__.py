@@ -4,8 +4,10 @@ from veriloop.verifiers.answers import _text  # noqa: F401  (registers the kinds
 from veriloop.verifiers.code import _python_tests, _stdio  # noqa: F401  (registers the code kinds)
 from veriloop.verifiers import _combine  # noqa: F401
 from veriloop.verifiers.answers import _json_schema, _math, _numeric, _reasoning_gym  # noqa: F401
+from veriloop.verifiers.answers import _document_fields  # noqa: F401  (registers document_fields)
 from veriloop.verifiers.workspace import _workspace_checks, _workspace_tests  # noqa: F401  (registers the workspace kinds)
 from veriloop.verifiers._combine import AllOfConfig, CheckSpec, WeightedConfig
+from veriloop.verifiers.answers._document_fields import DocumentFieldsConfig, Identity
 from veriloop.verifiers.answers._json_schema import JsonSchemaConfig
 from veriloop.verifiers.answers._math import MathConfig
 from veriloop.verifiers.answers._numeric import NumericConfig, Tolerance, extract_named_values
@@ -42,6 +44,8 @@ __all__ = [
     "Exploit",
     "CheckSpec",
     "CheckTimeout",
+    "DocumentFieldsConfig",
+    "Identity",
     "JsonSchemaConfig",
     "MathConfig",
     "NumericConfig",
