@@ -13,12 +13,15 @@ computed here from the plain JSON figures it prints.
 
 Gates (any failing scores 0): the file exists, is at most ``max_faces`` faces (read from the
 header before loading), has finite vertices, and is a closed, consistently oriented manifold
-solid (manifold3d accepts it); and its volumetric IoU with the gold is at least ``min_iou``, so
-a box with the right bounding box, or any other shape that is not the part, earns nothing.
-Past the gates, each check earns an equal share: volume and surface area within a relative
-tolerance of the gold's, the bounding box within ``bounds_abs_tol`` mm, the number of separate
-bodies and of holes (genus) equal to the gold's, bodies that do not intersect each other, and
-at least ``min_clearance`` mm between bodies when the task asks for it. Feedback names each
+solid (manifold3d accepts it); it has the gold's number of separate bodies and of holes
+(genus), its bodies do not intersect each other, its volumetric IoU with the gold is at least
+``min_iou``, and no region where the two differ is thicker than ``max_deviation`` mm (each
+piece of the two differences measured as ``2 * volume / area``: tessellation leaves slivers,
+a moved hole leaves a cylinder): a block with the right bounding box, a plate without its holes, two
+overlapping copies, or any other shape that is not the part, earns nothing. Past the gates,
+each check earns an equal share: volume and surface area within a relative tolerance of the
+gold's, the bounding box within ``bounds_abs_tol`` mm, and at least ``min_clearance`` mm
+between bodies when the task asks for it. Feedback names each
 failed check and by how much it missed.
 """
 
@@ -50,6 +53,9 @@ class CadGeometryConfig(VerifierConfig):
     volume_rel_tol: float = Field(default=0.02, ge=0, description="relative tolerance of the volume")
     area_rel_tol: float = Field(default=0.03, ge=0, description="relative tolerance of the surface area")
     bounds_abs_tol: float = Field(default=0.2, ge=0, description="tolerance of each bounding-box coordinate, mm")
+    max_deviation: float = Field(
+        default=0.25, ge=0, description="thickest region where model and part may differ, mm (a gate)"
+    )
     min_clearance: float | None = Field(default=None, ge=0, description="least gap between separate bodies, mm")
     max_faces: int = Field(default=300_000, ge=4, description="largest mesh accepted, in triangles")
     max_bodies: int = Field(default=16, ge=1, description="most separate bodies accepted")
@@ -146,21 +152,36 @@ def _count(name: str, got: int, want: int) -> _Check:
     return _Check(name, got == want, "" if got == want else f"{got} {name}, the part has {want}")
 
 
+def _gates(config: CadGeometryConfig, figures: dict[str, Any]) -> list[str]:
+    """What makes the model another shape than the part, whatever its figures: reward 0."""
+    cand, gold, iou = figures["candidate"], figures["gold"], figures["iou"] or 0.0
+    thickness, volume = figures["deviation"] or (0.0, 0.0)
+    problems = []
+    if cand["bodies"] != gold["bodies"]:
+        problems.append(f"{cand['bodies']} separate bodies, the part has {gold['bodies']}")
+    if cand["holes"] != gold["holes"]:
+        problems.append(f"{cand['holes']} holes (genus), the part has {gold['holes']}")
+    if cand["overlap"] > 1e-6 * gold["volume"]:
+        problems.append(f"bodies intersect each other by {cand['overlap']:.4g} mm3")
+    if not 0 <= iou <= 1 + 1e-9 or iou < config.min_iou:
+        problems.append(f"volumetric IoU with the specified part is {iou:.3f}, needs {config.min_iou:g}")
+    if thickness > config.max_deviation:
+        problems.append(
+            f"a region of {volume:.4g} mm3 differs from the part, {thickness:.3g} mm thick "
+            f"(at most {config.max_deviation:g}): a feature is missing, extra or moved"
+        )
+    return problems
+
+
 def _checks(config: CadGeometryConfig, cand: dict[str, Any], gold: dict[str, Any]) -> list[_Check]:
     checks = [
         _relative("volume", cand["volume"], gold["volume"], config.volume_rel_tol),
         _relative("surface area", cand["area"], gold["area"], config.area_rel_tol),
         _bounds(cand["bounds"], gold["bounds"], config.bounds_abs_tol),
-        _count("separate bodies", cand["bodies"], gold["bodies"]),
-        _count("holes", cand["holes"], gold["holes"]),
     ]
-    if cand["bodies"] > 1 or gold["bodies"] > 1:
-        limit = 1e-6 * gold["volume"]
-        apart = cand["overlap"] <= limit
-        checks.append(_Check("bodies apart", apart, "" if apart else f"bodies intersect by {cand['overlap']:.4g} mm3"))
     if config.min_clearance is not None and gold["bodies"] > 1:
         gap = cand["gap"] if cand["gap"] is not None else 0.0
-        wide = cand["bodies"] > 1 and gap >= config.min_clearance
+        wide = gap >= config.min_clearance
         checks.append(
             _Check(
                 "clearance", wide, "" if wide else f"gap {gap:.4g} mm between bodies, needs {config.min_clearance:g}"
@@ -199,14 +220,11 @@ def check_cad_geometry(config: CadGeometryConfig, task: Task, response: str) -> 
     if cand.get("problem"):
         return _zero(cand["problem"], f"The model is not a valid solid: {cand['problem']}.", environment)
     iou = figures["iou"] or 0.0
-    if iou < config.min_iou:
-        problem = f"volumetric IoU with the specified part is {iou:.3f}, needs {config.min_iou:g}"
-        checks = _checks(config, cand, figures["gold"])
-        others = "; ".join(c.problem for c in checks if not c.ok)
-        return _zero(
-            problem + (f"; {others}" if others else ""), f"Wrong shape: {problem}. {others}".strip(), environment
-        )
     checks = _checks(config, cand, figures["gold"])
+    gates = _gates(config, figures)
+    if gates:
+        problems = "; ".join(gates + [c.problem for c in checks if not c.ok])
+        return _zero(problems, f"Wrong shape: {problems}.", environment)
     right = sum(c.ok for c in checks)
     failed = [c.problem for c in checks if not c.ok]
     detail = f"{right}/{len(checks)} checks passed, IoU {iou:.3f}" + "".join(f"; {p}" for p in failed)

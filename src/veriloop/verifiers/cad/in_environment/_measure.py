@@ -5,7 +5,7 @@ and ``limits.json`` (``max_faces``, ``max_bodies``, ``gap_search``). Nothing of 
 code runs here: this process only reads its file. The size is checked from the STL header before
 anything is loaded, so a gigantic mesh costs nothing.
 
-Output: ``{"candidate": {...}, "gold": {...}, "iou": float | null}``; a mesh that could not be
+Output: ``{"candidate": {...}, "gold": {...}, "iou": float | null, "deviation": [mm, mm3] | null}``; a mesh that could not be
 measured has ``"problem"`` set and nothing else needed.
 """
 
@@ -83,19 +83,33 @@ def measure(data, limits):
     return found, solid
 
 
+def deviation(first, second):
+    """The thickest region where two solids differ: ``2 * volume / area`` of each piece of their
+    differences (a slab's thickness, a third of a cube's side), in mm, with that piece's volume.
+    Tessellation leaves slivers hundredths of a mm thick; a moved hole leaves a cylinder."""
+    worst, worst_volume = 0.0, 0.0
+    for piece in (first - second).decompose() + (second - first).decompose():
+        volume, area = piece.volume(), piece.surface_area()
+        if volume > 1e-9 and area > 0 and 2 * volume / area > worst:
+            worst, worst_volume = 2 * volume / area, volume
+    return worst, worst_volume
+
+
 def main():
     limits = json.loads(Path("limits.json").read_text())
     candidate_path = Path("candidate.stl")
     candidate, solid = measure(candidate_path.read_bytes(), limits) if candidate_path.is_file() else (None, None)
     gold, gold_solid = measure(Path("gold.stl").read_bytes(), limits)
-    iou = None
+    iou, apart = None, None
     if solid is not None and gold_solid is not None:
         common = (solid ^ gold_solid).volume()
         union = solid.volume() + gold_solid.volume() - common
         iou = common / union if union > 0 else 0.0
+        apart = deviation(solid, gold_solid)
     if iou is not None and not math.isfinite(iou):
         iou = 0.0
-    sys.stdout.write("\n" + json.dumps({"candidate": candidate, "gold": gold, "iou": iou}) + "\n")
+    answer = {"candidate": candidate, "gold": gold, "iou": iou, "deviation": apart}
+    sys.stdout.write("\n" + json.dumps(answer) + "\n")
 
 
 main()
