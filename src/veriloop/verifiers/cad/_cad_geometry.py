@@ -5,7 +5,7 @@ task's gold is a reference script. Both run in the sandbox on the task's environ
 ``manifold3d``, ``trimesh`` and ``numpy``, built by ``veriloop env build``), each in a fresh,
 empty workspace: a file planted beforehand, or left by another run, is not there, and only what
 the script itself writes to ``output`` (an STL file) counts. The gold model is built once per
-process and kept (keyed by the script and the environment's hash).
+process and kept (keyed by the script, the output name and the environment's name).
 
 A third run, on the same environment, measures the candidate's file against the gold's
 (``in_environment/_measure.py``); the candidate's code is not part of it, and the verdict is
