@@ -184,3 +184,9 @@ def test_levels_and_seeds():
         for level in (1, 2, 3)
     }
     assert levels[1] == {"plate", "shaft"} and levels[3] == {"open_box", "hole_grid_plate", "peg_in_hole"}
+
+
+def test_a_malformed_file_is_the_answers_failure_not_the_graders():
+    for content in ("b'solid x\\nfacet normal 0 0 1\\nouter loop\\nvertex 0 0 zz\\n'", "bytes(range(256)) * 40"):
+        score = _score(_task(), f"open('model.stl', 'wb').write({content})")
+        assert score.status == "scored" and score.reward == 0.0, score.detail

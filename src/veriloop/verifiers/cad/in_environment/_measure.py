@@ -95,17 +95,29 @@ def deviation(first, second):
     return worst, worst_volume
 
 
+def _measure_candidate(path, limits):
+    """The candidate's figures; whatever its file makes fail here is the file's problem."""
+    if not path.is_file():
+        return None, None
+    try:
+        return measure(path.read_bytes(), limits)
+    except Exception as exc:
+        return {"problem": f"the mesh could not be measured ({type(exc).__name__})"}, None
+
+
 def main():
     limits = json.loads(Path("limits.json").read_text())
-    candidate_path = Path("candidate.stl")
-    candidate, solid = measure(candidate_path.read_bytes(), limits) if candidate_path.is_file() else (None, None)
+    candidate, solid = _measure_candidate(Path("candidate.stl"), limits)
     gold, gold_solid = measure(Path("gold.stl").read_bytes(), limits)
     iou, apart = None, None
     if solid is not None and gold_solid is not None:
-        common = (solid ^ gold_solid).volume()
-        union = solid.volume() + gold_solid.volume() - common
-        iou = common / union if union > 0 else 0.0
-        apart = deviation(solid, gold_solid)
+        try:
+            common = (solid ^ gold_solid).volume()
+            union = solid.volume() + gold_solid.volume() - common
+            iou = common / union if union > 0 else 0.0
+            apart = deviation(solid, gold_solid)
+        except Exception as exc:  # the booleans failed on the candidate's solid
+            candidate["problem"] = f"the mesh could not be compared with the part ({type(exc).__name__})"
     if iou is not None and not math.isfinite(iou):
         iou = 0.0
     answer = {"candidate": candidate, "gold": gold, "iou": iou, "deviation": apart}
