@@ -176,7 +176,7 @@ def draw_report(rng: random.Random, segments: int = 3) -> Report:
         **_balance(rng, share_capital, round(prior_revenue * rng.uniform(0.2, 0.6))),
     )
     income = _income(rng, round(prior_revenue * rng.uniform(0.9, 1.3)))
-    net_income = Year(**income, **_balance(rng, 1, 0)).net_income
+    net_income = income["revenue"] - sum(v for k, v in income.items() if k != "revenue")  # every other line is a cost
     dividends = round(net_income * rng.uniform(0.2, 0.5))
     current = Year(**income, **_balance(rng, share_capital, prior.retained_earnings + net_income - dividends))
     names = rng.sample(_SEGMENTS, segments)
