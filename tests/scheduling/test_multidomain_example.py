@@ -1,4 +1,4 @@
-"""examples/multidomain.yaml loads, and a 2-step run of it on small versions of its four domains works."""
+"""examples/multidomain.yaml loads, and a 2-step run of it on small versions of its five domains works."""
 
 from pathlib import Path
 
@@ -20,7 +20,7 @@ ARITHMETIC = {
 
 
 def small_domains(root: Path) -> list[dict]:
-    """The example's four mixture entries, pointed at small task files drawn here."""
+    """The example's five mixture entries, pointed at small task files drawn here."""
     files = {
         "arithmetic": (
             generate_tasks("arithmetic", seed=1, size=6, **ARITHMETIC),
@@ -33,6 +33,10 @@ def small_domains(root: Path) -> list[dict]:
         "numeric_tables": (
             generate_tasks("numeric-tables", seed=1, size=4),
             generate_tasks("numeric-tables", seed=2, size=2),
+        ),
+        "cad": (
+            generate_tasks("cad", seed=1, size=3, difficulty=1),
+            generate_tasks("cad", seed=2, size=2, difficulty=1),
         ),
         "code": (import_tasks("humaneval", size=2), None),
     }
@@ -50,7 +54,7 @@ def small_domains(root: Path) -> list[dict]:
 
 def test_the_example_config_loads():
     config = load_config(EXAMPLE)
-    assert len(config.schedule.mixture) == 4 and config.schedule.active
+    assert len(config.schedule.mixture) == 5 and config.schedule.active
     assert (
         config.schedule.normalization == "group"
         and config.schedule.curriculum
@@ -59,7 +63,7 @@ def test_the_example_config_loads():
     assert config.data.train == ""
 
 
-def test_a_two_step_run_on_four_small_domains(tiny_model_dir, tmp_path):
+def test_a_two_step_run_on_five_small_domains(tiny_model_dir, env_with_cad, tmp_path):
     mixture = small_domains(tmp_path)
     overrides = [
         f"model.path={tiny_model_dir}",
@@ -68,7 +72,7 @@ def test_a_two_step_run_on_four_small_domains(tiny_model_dir, tmp_path):
         "run.checkpoint_every=0",
         "run.loggers=[jsonl]",
         "run.progress=false",
-        "rollout.prompts_per_step=4",
+        "rollout.prompts_per_step=5",
         "rollout.group_size=2",
         "rollout.max_tokens=8",
         "schedule.seesaw_every=2",
@@ -77,7 +81,7 @@ def test_a_two_step_run_on_four_small_domains(tiny_model_dir, tmp_path):
     ]
     trainer = RLTrainer(load_config(EXAMPLE, overrides))
     history = trainer.train()
-    domains = ("arithmetic", "basic_arithmetic", "numeric_tables", "code")
+    domains = ("arithmetic", "basic_arithmetic", "numeric_tables", "cad", "code")
     assert sorted(trainer.schedule.mixture.domains) == sorted(domains)
     assert len(history) == 2 and (tmp_path / "run" / "final" / "config.json").is_file()
     records = read_metrics(tmp_path / "run")

@@ -33,9 +33,10 @@ def test_a_task_does_not_depend_on_the_size_of_the_set(name):
 
 @pytest.mark.parametrize("name", GENERATORS.names())
 def test_every_gold_answer_passes_its_own_verifier(name, request):
-    if name == "terminal-repos":
-        request.getfixturevalue("env_with_pytest")  # its tasks run their hidden tests on this environment
-    tasks = generate_tasks(name, seed=0, size=12 if name == "terminal-repos" else 60)
+    environments = {"terminal-repos": "env_with_pytest", "cad": "env_with_cad"}  # where their checks run
+    if name in environments:
+        request.getfixturevalue(environments[name])
+    tasks = generate_tasks(name, seed=0, size=12 if name in environments else 60)
     assert all(check_task(task) is None for task in tasks)
     for task, score in zip(tasks, gold_scores(tasks)):
         assert score.passed and score.reward == 1.0, (task.id, task.gold, score.detail)

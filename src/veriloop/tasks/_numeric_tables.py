@@ -93,8 +93,13 @@ def _slug(period: str) -> str:
     return period.lower().replace(" ", "_")
 
 
+def company_name(rng: random.Random) -> str:
+    """A made-up company name such as "Granite Robotics plc"."""
+    return f"{rng.choice(_NAME_FIRST)} {rng.choice(_NAME_SECOND)} {rng.choice(_NAME_SUFFIX)}"
+
+
 def _table(rng: random.Random, periods: int) -> Table:
-    company = f"{rng.choice(_NAME_FIRST)} {rng.choice(_NAME_SECOND)} {rng.choice(_NAME_SUFFIX)}"
+    company = company_name(rng)
     year = rng.randint(2015, 2024)
     if rng.random() < 0.5:
         labels = tuple(f"Q{(q % 4) + 1} {year + q // 4}" for q in range(periods))

@@ -4,8 +4,12 @@ from veriloop.verifiers.answers import _text  # noqa: F401  (registers the kinds
 from veriloop.verifiers.code import _python_tests, _stdio  # noqa: F401  (registers the code kinds)
 from veriloop.verifiers import _combine  # noqa: F401
 from veriloop.verifiers.answers import _json_schema, _math, _numeric, _reasoning_gym  # noqa: F401
+from veriloop.verifiers.answers import _document_fields  # noqa: F401  (registers document_fields)
+from veriloop.verifiers.cad import _cad_geometry  # noqa: F401  (registers cad_geometry)
 from veriloop.verifiers.workspace import _workspace_checks, _workspace_tests  # noqa: F401  (registers the workspace kinds)
 from veriloop.verifiers._combine import AllOfConfig, CheckSpec, WeightedConfig
+from veriloop.verifiers.answers._document_fields import DocumentFieldsConfig, Identity
+from veriloop.verifiers.cad._cad_geometry import CadGeometryConfig
 from veriloop.verifiers.answers._json_schema import JsonSchemaConfig
 from veriloop.verifiers.answers._math import MathConfig
 from veriloop.verifiers.answers._numeric import NumericConfig, Tolerance, extract_named_values
@@ -41,7 +45,10 @@ __all__ = [
     "EXPLOIT_CATEGORIES",
     "Exploit",
     "CheckSpec",
+    "CadGeometryConfig",
     "CheckTimeout",
+    "DocumentFieldsConfig",
+    "Identity",
     "JsonSchemaConfig",
     "MathConfig",
     "NumericConfig",

@@ -87,7 +87,8 @@ def read_numbers(text: str, percent: str = "as_written") -> list[float]:
     return numbers
 
 
-def _scope(response: str) -> str:
+def answer_scope(response: str) -> str:
+    """The part of a response that holds its answer (see the module docstring)."""
     tagged = tag_contents(response)
     if tagged:
         return tagged[-1]
@@ -149,7 +150,7 @@ def _line_pairs(scope: str, percent: str) -> Iterator[tuple[str, list[float]]]:
 def extract_named_values(response: str, names: list[str], percent: str = "as_written") -> dict[str, list[list[float]]]:
     """For each wanted name, every reading of it found in the answer (each a list of numbers)."""
     wanted = {normalise_name(name): name for name in names}
-    scope = _scope(response)[-_MAX_SCOPE_CHARS:]
+    scope = answer_scope(response)[-_MAX_SCOPE_CHARS:]
     obj = _json_object(scope)
     pairs = _json_pairs(obj, percent) if obj is not None else _line_pairs(scope, percent)
     found: dict[str, list[list[float]]] = {}
@@ -158,6 +159,29 @@ def extract_named_values(response: str, names: list[str], percent: str = "as_wri
         if name is not None:
             found.setdefault(name, []).append(numbers)
     return found
+
+
+def gold_values(kind: str, values: Mapping[str, float] | None, task: Task) -> dict[str, float]:
+    """The named gold numbers: ``values`` from the config, else the task's gold mapping."""
+    gold = values if values is not None else task.gold
+    if not isinstance(gold, Mapping) or not gold:
+        raise GraderError(f"{kind} verifier needs 'values' or a task gold mapping each name to a number")
+    try:
+        wanted = {str(name): float(value) for name, value in gold.items()}
+    except (TypeError, ValueError):
+        raise GraderError(f"{kind} verifier: every gold value must be a number") from None
+    if not all(math.isfinite(value) for value in wanted.values()):
+        raise GraderError(f"{kind} verifier: every gold value must be finite")
+    return wanted
+
+
+def within_tolerance(config: NumericConfig | Any, name: str, got: float, want: float) -> bool:
+    """``got`` is finite and close to ``want`` by the config's tolerances for ``name``
+    (``config`` has ``rel_tol``, ``abs_tol`` and per-name ``tolerances``)."""
+    override = config.tolerances.get(name, Tolerance())
+    rel_tol = config.rel_tol if override.rel_tol is None else override.rel_tol
+    abs_tol = config.abs_tol if override.abs_tol is None else override.abs_tol
+    return math.isfinite(got) and math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol)
 
 
 @dataclass(frozen=True)
@@ -179,10 +203,7 @@ def _judge_one(name: str, want: float, readings: list[list[float]], config: Nume
         shown = ", ".join(f"{v:g}" for v in sorted(values))
         return _Outcome(name, False, f"{name}: several different values given ({shown}); give one")
     got = values.pop()
-    override = config.tolerances.get(name, Tolerance())
-    rel_tol = config.rel_tol if override.rel_tol is None else override.rel_tol
-    abs_tol = config.abs_tol if override.abs_tol is None else override.abs_tol
-    if math.isfinite(got) and math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol):
+    if within_tolerance(config, name, got, want):
         return _Outcome(name, True, "", got)
     direction = "too high" if got > want else "too low"
     return _Outcome(name, False, f"{name}: {got:g} is {direction}", got)
@@ -191,13 +212,7 @@ def _judge_one(name: str, want: float, readings: list[list[float]], config: Nume
 @register_verifier("numeric", NumericConfig)
 def check_numeric(config: NumericConfig, task: Task, response: str) -> Verdict:
     """Fraction of named values within tolerance (1.0 and passed when all are)."""
-    gold = config.values if config.values is not None else task.gold
-    if not isinstance(gold, Mapping) or not gold:
-        raise GraderError("numeric verifier needs 'values' or a task gold mapping each name to a number")
-    try:
-        wanted = {str(name): float(value) for name, value in gold.items()}
-    except (TypeError, ValueError):
-        raise GraderError("numeric verifier: every gold value must be a number") from None
+    wanted = gold_values("numeric", config.values, task)
     found = extract_named_values(response, list(wanted), config.percent)
     outcomes = [_judge_one(name, want, found.get(name, []), config) for name, want in wanted.items()]
     right = sum(o.correct for o in outcomes)

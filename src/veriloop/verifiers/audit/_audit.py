@@ -19,6 +19,7 @@ from veriloop.core import Record, Response, Score, Task
 from veriloop.verifiers.audit import _exploits_code, _exploits_text  # noqa: F401  (registers the adapters)
 from veriloop.verifiers.audit import _exploits_reasoning_gym  # noqa: F401  (registers its adapter)
 from veriloop.verifiers.audit import _exploits_math  # noqa: F401  (registers its adapter)
+from veriloop.verifiers.audit import _exploits_cad, _exploits_documents  # noqa: F401  (register their adapters)
 from veriloop.verifiers._batch import verify_many
 from veriloop.verifiers.audit._exploits import Exploit, exploits_for, gold_response, weakness_of
 from veriloop.verifiers.audit._regressions import REVIEWED_HACK, RegressionCase
