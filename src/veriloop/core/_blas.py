@@ -13,8 +13,12 @@ the command line stays fast; child processes inherit the variable), and the
 engine and trainer call ``ensure_strict_blas``, which applies it if MKL has not run yet and
 warns once if it ran earlier in another mode.
 
-Not guaranteed: other BLAS libraries (ARM, OpenBLAS builds) are left as they are, and results
-differ between MKL branches (AVX2 vs AVX-512 kernels) and between devices.
+Not guaranteed: other BLAS libraries (ARM, OpenBLAS builds) are left as they are, results
+differ between MKL branches (AVX2 vs AVX-512 kernels) and between devices, and MKL's strict
+mode holds on Intel CPUs only. On other x86-64 CPUs (AMD EPYC with AVX-512, measured) MKL
+accepts ``AUTO,STRICT`` but refuses every named branch and still changes a row's last bits
+with the number of rows beside it (1-3, 5-7 and 9-11 rows differ from 4, 8 and 12 or more):
+``BlasMode.reproducible`` is False there, and batch invariance is not promised.
 """
 
 from __future__ import annotations
@@ -52,6 +56,27 @@ class BlasMode:
     library: str
     branch: str
     strict: bool
+    vendor: str = "unknown"  # the CPU's vendor id, e.g. GenuineIntel, AuthenticAMD
+
+    @property
+    def reproducible(self) -> bool:
+        """Whether a row's product is promised to be the same in any batch: MKL strict on an Intel CPU."""
+        return self.library == "mkl" and self.strict and self.vendor == INTEL
+
+
+INTEL = "GenuineIntel"
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor id from /proc/cpuinfo ("unknown" where there is none, e.g. on ARM)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def _mkl_functions() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr] | None:
@@ -83,6 +108,7 @@ def blas_mode() -> BlasMode:
         library="mkl",
         branch=_BRANCHES.get(setting & 0xFFFF, str(setting & 0xFFFF)),
         strict=bool(setting & _STRICT_FLAG),
+        vendor=cpu_vendor(),
     )
 
 
