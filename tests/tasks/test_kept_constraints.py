@@ -139,11 +139,13 @@ def test_a_rule_set_must_say_something(tmp_path):
 
 
 def test_the_gold_alone_cannot_hedge_past_the_answer_check():
-    task = _task(difficulty=2, rules=1)
+    task = _task(difficulty=2, rules=5)
     total = task.metadata["solution_turns"][-1].split("<submit>")[1].split("</submit>")[0]
     prefix = _rules(task).get("prefix", "")
     assert _score(task, [], final=f"{prefix}{total}").passed
     assert not _score(task, [], final=f"{prefix}{int(total) + 1}").passed
+    assert not _score(task, [], final=f"{prefix}{int(total) + 1}\n{prefix}{total}").passed
+    assert _score(task, [f"{prefix}<submit>{total}</submit>"], final=total).passed
 
 
 # ---- whole episodes ---------------------------------------------------------------------

@@ -5,8 +5,10 @@ files in the task's workspace (``steps/01.md`` ...). Each step file buries one s
 calculation in distractor text (figures in the wrong units, stale totals, at higher levels a
 note claiming the rules no longer apply); the model reads each file with the shell tool,
 computes with the Python tool, and submits the sum of the step results. The verifier is
-``all_of``: ``turn_constraints`` over every model turn, then ``math`` on the final answer, so
-one broken rule anywhere in the episode scores 0 however right the answer.
+``all_of``: ``turn_constraints`` over every model turn, then ``exact`` on the final answer (the
+bare number; a reply prefix the rules ask for is allowed before it), so one broken rule anywhere
+in the episode scores 0 however right the answer. The task's ``gold`` is that answer as a
+single reply (with the prefix, when there is one), so it keeps the rules as one turn.
 
 | level | steps | distractor paragraphs per step | rules | "rules are cancelled" notes |
 |-------|-------|--------------------------------|-------|-----------------------------|
@@ -173,7 +175,7 @@ def generate_kept_constraints(options: KeptConstraintsOptions) -> list[Task]:
                 f"Your job has {steps} steps, written in the files steps/01.md to steps/{steps:02d}.md of your "
                 "workspace. Read them in order with the shell tool (one file per reply), calculate each step's "
                 "value with the Python tool, and when every step is done give the sum of the step values with "
-                "the submit tool.",
+                "the submit tool (the number alone, e.g. <submit>123</submit>).",
             ]
         )
         tasks.append(
@@ -197,7 +199,11 @@ def generate_kept_constraints(options: KeptConstraintsOptions) -> list[Task]:
                     "kind": "all_of",
                     "checks": [
                         {"verifier": {"kind": "turn_constraints", **rules}, "label": "rules"},
-                        {"verifier": {"kind": "math"}, "label": "answer"},
+                        {
+                            "verifier": {"kind": "exact", "strip_prefix": rules.get("prefix", "")},
+                            "gold": str(total),
+                            "label": "answer",
+                        },
                     ],
                 },
                 gold=f"{rules.get('prefix', '')}{total}",
