@@ -141,3 +141,27 @@ def test_training_with_both_options_matches_training_without(make_config, digit_
     assert plain["grad_norm"] > 0
     for key in ("policy_loss", "entropy", "grad_norm"):
         assert abs(plain[key] - lean[key]) <= 1e-5 * max(1.0, abs(plain[key])), key
+
+
+@pytest.mark.parametrize("model_fixture", ["tiny_model", "lora_model"])
+def test_chunked_sft_loss_equals_the_unchunked_loss_and_gradients(model_fixture, request):
+    from veriloop.training import sft_loss
+
+    model = request.getfixturevalue(model_fixture)
+    lean = LeanDecoder(model) if LeanDecoder.supports(model) else None
+    batch = _batch()
+    conversations = [
+        (row[row_mask].tolist(), [0] * int(length) + [1] * (int(row_mask.sum()) - int(length)))
+        for row, row_mask, length in zip(batch.input_ids, batch.attention_mask.bool(), batch.prompt_lengths)
+    ]
+    results = []
+    for chunk_tokens in (0, 4):
+        model.zero_grad(set_to_none=True)
+        loss, tokens = sft_loss(model, conversations, 0, lean, chunk_tokens=chunk_tokens)
+        loss.backward()
+        results.append((loss.detach(), tokens, [p.grad.clone() for p in model.parameters() if p.grad is not None]))
+    (whole, whole_tokens, whole_grads), (chunked, chunked_tokens, chunked_grads) = results
+    assert whole_tokens == chunked_tokens == int(batch.loss_mask.sum())
+    assert abs(float(whole - chunked)) <= 1e-12 and len(whole_grads) == len(chunked_grads) > 0
+    for grad, other in zip(whole_grads, chunked_grads):
+        assert (grad - other).abs().max() <= 1e-12 * max(1.0, float(grad.abs().max()))

@@ -88,7 +88,7 @@ def completion_logprobs(
         prefixed = _shared_prompts(batch, device)
         hidden = lean.forward_prefixed(*prefixed, head=False, checkpoint_layers=checkpoint_layers)  # (B, C, H)
         head = lean.head
-    elif chunk_tokens > 0 and _logits_are_head_of_decoder(model):
+    elif chunk_tokens > 0 and logits_are_head_of_decoder(model):
         hidden, head = _predicting_hidden(model, batch, device), model.get_output_embeddings()
     else:
         logits = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)).logits
@@ -96,18 +96,33 @@ def completion_logprobs(
         return _token_stats(picked, targets, temperature, with_entropy)
     if chunk_tokens <= 0:
         return _token_stats(head(hidden), targets, temperature, with_entropy)
+
+    def stats(hidden_chunk: torch.Tensor, target_chunk: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return _chunk_stats(head, hidden_chunk, target_chunk, temperature, with_entropy)
+
+    parts = over_position_chunks(stats, hidden, targets, chunk_tokens=chunk_tokens)
+    logprobs = torch.cat([p[0] for p in parts], dim=1)  # (B, C)
+    return logprobs, torch.cat([p[1] for p in parts], dim=1) if with_entropy else None
+
+
+def over_position_chunks(
+    compute: Any, hidden: torch.Tensor, *aligned: torch.Tensor, chunk_tokens: int
+) -> list[tuple[torch.Tensor, ...]]:
+    """``compute(hidden_chunk, *aligned_chunks)`` for each run of ``chunk_tokens`` positions.
+
+    ``hidden`` (B, T, H) and each of ``aligned`` (B, T, ...) are cut along dim 1. When gradients
+    flow, each call runs under activation checkpointing: only its inputs are kept, and the
+    backward pass recomputes what it made (the chunk's logits), one chunk at a time.
+    """
     keep_for_backward = torch.is_grad_enabled() and hidden.requires_grad
     parts = []
     for start in range(0, hidden.shape[1], chunk_tokens):
-        chunk = (head, hidden[:, start : start + chunk_tokens], targets[:, start : start + chunk_tokens])
+        chunk = [x[:, start : start + chunk_tokens] for x in (hidden, *aligned)]
         if keep_for_backward:
-            parts.append(
-                torch.utils.checkpoint.checkpoint(_chunk_stats, *chunk, temperature, with_entropy, use_reentrant=False)
-            )
+            parts.append(torch.utils.checkpoint.checkpoint(compute, *chunk, use_reentrant=False))
         else:
-            parts.append(_chunk_stats(*chunk, temperature, with_entropy))
-    logprobs = torch.cat([p[0] for p in parts], dim=1)  # (B, C)
-    return logprobs, torch.cat([p[1] for p in parts], dim=1) if with_entropy else None
+            parts.append(compute(*chunk))
+    return parts
 
 
 def _chunk_stats(
@@ -150,7 +165,7 @@ def _predicting_hidden(model: Any, batch: TokenBatch, device: Any) -> torch.Tens
     return hidden.gather(1, _predicting_positions(batch, device, hidden.shape[-1]))
 
 
-def _logits_are_head_of_decoder(model: Any) -> bool:
+def logits_are_head_of_decoder(model: Any) -> bool:
     """Whether the model's logits are its output embeddings applied to its decoder's last hidden
     state (true of Llama-family models, with or without LoRA; not of models that scale or cap them)."""
     config = getattr(model, "config", None)

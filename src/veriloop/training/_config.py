@@ -262,6 +262,12 @@ class SFTOptimSection(Section):
     warmup_steps: int = Field(default=10, ge=0, description="linear warm-up steps")
     batch_size: int = Field(default=32, ge=1, description="conversations per optimizer step")
     steps: int = Field(default=200, ge=1, description="optimizer steps")
+    logit_chunk_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="positions whose vocabulary logits exist at once in the loss (memory on long "
+        "conversations; the same loss); 0: the whole batch at once",
+    )
 
 
 class SFTRunSection(Section):
