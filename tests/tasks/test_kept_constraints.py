@@ -205,3 +205,26 @@ def test_only_an_episode_that_keeps_every_rule_and_answers_right_earns_the_rewar
     assert forgot.response == kept.response and forgot.reward == 0.0 and not forgot.score.passed
     assert f"turn {middle + 1} of {len(clean)}" in forgot.score.detail
     assert miscounted.reward == 0.0 and "rules: 1" in miscounted.score.detail
+
+
+def test_a_forgetful_episodes_scene_replays_to_the_same_verdict(tmp_path):
+    from veriloop.core import write_jsonl
+    from veriloop.evaluation import eval_episode_config, find_scene, read_samples, replay_scene, run_eval
+
+    task = _task(difficulty=1, rules=1, steps=2)
+    clean = task.metadata["solution_turns"]
+    rules = _rules(task)
+    slip = clean[1] + " " + " ".join(["quick", "jazz", "wow", *rules.get("forbidden_words", [])] * 10)
+    if "prefix" in rules:
+        slip = slip.removeprefix(rules["prefix"])
+    if "python_name_prefix" in rules:
+        slip = clean[1].replace(rules["python_name_prefix"], "")
+    write_jsonl(tmp_path / "tasks.jsonl", [task])
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps({"prompt": task.prompt, "turns": [clean[0], slip, *clean[2:]]}) + "\n")
+    episode = eval_episode_config(1.0, 64, ("python", "shell", "submit"), task.metadata["turns_needed"])
+    run_eval(f"replay:{script}", tmp_path / "tasks.jsonl", out=tmp_path / "out", episode=episode, record=False)
+    [sample] = read_samples(tmp_path / "out" / "samples.parquet")
+    assert sample.reward == 0.0 and "turn 2 of 5" in sample.detail and len(sample.turn_texts) == 5
+    score = replay_scene(find_scene(tmp_path / "out", sample.trajectory_id))
+    assert (score.reward, score.detail) == (sample.reward, sample.detail)
