@@ -20,7 +20,8 @@ setting those figures, and per shape ``after_over_before`` (the ratio of the pas
 
     .venv/bin/python bench/long_sequences.py [--rows 8] [--tokens 4096] [--shapes tiny wide]
 
-About three minutes on two idle cores. Memory figures barely move with load; times do.
+The whole run took 33 minutes on two cores shared with other jobs (peaks need up to 14 GB of
+memory on the wide shape before the change). Memory figures barely move with load; times do.
 """
 
 from __future__ import annotations
