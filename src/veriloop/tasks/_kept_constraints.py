@@ -144,6 +144,33 @@ def solution_turns(rules: dict[str, object], expressions: list[str], total: int)
     return turns
 
 
+def _prompt(rules: dict[str, object], steps: int) -> str:
+    """The first message: the numbered rules, then the job."""
+    return "\n".join(
+        [
+            "Rules for this whole conversation, for every reply you write (tool calls included):",
+            *(f"{number}. {line}" for number, line in enumerate(_rule_lines(rules), start=1)),
+            "",
+            f"Your job has {steps} steps, written in the files steps/01.md to steps/{steps:02d}.md of your "
+            "workspace. Read them in order with the shell tool (one file per reply), calculate each step's "
+            "value with the Python tool, and when every step is done give the sum of the step values with "
+            "the submit tool (the number alone, e.g. <submit>123</submit>).",
+        ]
+    )
+
+
+def _verifier(rules: dict[str, object], total: int) -> dict[str, object]:
+    """Every turn keeps the rules, then the submitted number is the sum (a required prefix allowed)."""
+    answer = {"kind": "exact", "strip_prefix": rules.get("prefix", "")}
+    return {
+        "kind": "all_of",
+        "checks": [
+            {"verifier": {"kind": "turn_constraints", **rules}, "label": "rules"},
+            {"verifier": answer, "gold": str(total), "label": "answer"},
+        ],
+    }
+
+
 @register_generator("kept-constraints", KeptConstraintsOptions)
 def generate_kept_constraints(options: KeptConstraintsOptions) -> list[Task]:
     """Long multi-turn tool episodes whose every reply must keep rules set in the first message."""
@@ -167,17 +194,6 @@ def generate_kept_constraints(options: KeptConstraintsOptions) -> list[Task]:
         problems = [p for p in (broken_rule(config, turn) for turn in solution) if p]
         if problems:  # a bug in the tables above, never the user's input
             raise RuntimeError(f"kept-constraints: the known-good episode breaks a rule: {problems[0]}")
-        prompt = "\n".join(
-            [
-                "Rules for this whole conversation, for every reply you write (tool calls included):",
-                *(f"{number}. {line}" for number, line in enumerate(_rule_lines(rules), start=1)),
-                "",
-                f"Your job has {steps} steps, written in the files steps/01.md to steps/{steps:02d}.md of your "
-                "workspace. Read them in order with the shell tool (one file per reply), calculate each step's "
-                "value with the Python tool, and when every step is done give the sum of the step values with "
-                "the submit tool (the number alone, e.g. <submit>123</submit>).",
-            ]
-        )
         tasks.append(
             generated_task(
                 "kept-constraints",
@@ -193,19 +209,9 @@ def generate_kept_constraints(options: KeptConstraintsOptions) -> list[Task]:
                     "solution_turns": solution,
                 },
                 domain="constraints",
-                prompt=prompt,
+                prompt=_prompt(rules, steps),
                 workspace=files,
-                verifier={
-                    "kind": "all_of",
-                    "checks": [
-                        {"verifier": {"kind": "turn_constraints", **rules}, "label": "rules"},
-                        {
-                            "verifier": {"kind": "exact", "strip_prefix": rules.get("prefix", "")},
-                            "gold": str(total),
-                            "label": "answer",
-                        },
-                    ],
-                },
+                verifier=_verifier(rules, total),
                 gold=f"{rules.get('prefix', '')}{total}",
             )
         )
