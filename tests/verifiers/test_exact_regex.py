@@ -22,6 +22,13 @@ def test_exact_last_line_mode_ignores_working():
     assert not _score(verifier, "4\nor maybe 5", gold="4").passed
 
 
+def test_exact_strips_a_required_prefix_once():
+    verifier = {"kind": "exact", "strip_prefix": ">> "}
+    assert _score(verifier, " >> 42\n", gold="42").passed and _score(verifier, "42", gold="42").passed
+    assert not _score(verifier, ">> >> 42", gold="42").passed
+    assert not _score(verifier, ">> 41\n>> 42", gold="42").passed
+
+
 def test_exact_wrong_answer_has_feedback():
     score = _score({"kind": "exact"}, "Lyon", gold="Paris")
     assert score.reward == 0.0 and score.status == "scored"

@@ -118,6 +118,11 @@ class Response(Record):
     workspace: dict[str, Any] | None = Field(
         default=None, description="the final workspace ({path: text}) of an episode, for verifiers that judge it"
     )
+    turns: tuple[str, ...] = Field(
+        default=(),
+        description="the text of every model turn of an episode, in order (tool calls included), "
+        "for verifiers that judge each turn; empty for a single answer",
+    )
 
     @field_validator("workspace")
     @classmethod

@@ -186,6 +186,7 @@ def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -
         stop_reason=trajectory.stop_reason,
         completion_tokens=sum(len(t.token_ids) or t.generated_tokens for t in assistant),
         turns=len(assistant),
+        turn_texts=tuple(turn.text for turn in assistant),
         generate_s=trajectory.timings.get("generate_s", 0.0),
         verify_s=trajectory.timings.get("verify_s", 0.0),
         chunk=chunk,

@@ -40,6 +40,9 @@ class EvalSample(Record):
     stop_reason: str = "done"
     completion_tokens: int = Field(default=0, ge=0, description="generated tokens (0 when the engine reports none)")
     turns: int = Field(default=1, ge=0, description="model turns in the episode")
+    turn_texts: tuple[str, ...] = Field(
+        default=(), description="the text of each model turn, as its verifier received them (for replays)"
+    )
     generate_s: float = Field(default=0.0, ge=0)
     verify_s: float = Field(default=0.0, ge=0)
     chunk: int = Field(default=0, ge=0, description="the part file the sample was written in")

@@ -30,6 +30,7 @@ class Scene:
     detail: str
     snapshot: Snapshot
     environment: str  # hash recorded with the episode ("" when it ran on no environment)
+    turns: tuple[str, ...] = ()  # the text of each model turn, as the episode's verifier received them
 
 
 def find_scene(run: str | os.PathLike[str], trajectory_id: str, tasks: Sequence[str] = ()) -> Scene:
@@ -47,7 +48,7 @@ def find_scene(run: str | os.PathLike[str], trajectory_id: str, tasks: Sequence[
         sample = found[0]
         files = tasks or run_task_files(root)
         record = (sample.task_id, sample.response, sample.reward, sample.passed, sample.detail, sample.scene)
-        scenes, environment = SceneStore(root / SCENES_DIR), sample.environment
+        scenes, environment, turns = SceneStore(root / SCENES_DIR), sample.environment, sample.turn_texts
     elif (root / "trajectories").is_dir():
         store = TrajectoryStore(root / "trajectories")
         match = next((t for t in store if t.id == trajectory_id), None)
@@ -58,13 +59,14 @@ def find_scene(run: str | os.PathLike[str], trajectory_id: str, tasks: Sequence[
         record = (match.task_id, match.response, match.reward, bool(score and score.passed), detail, match.scene or "")
         files = tasks or _training_task_files(root)
         scenes, environment = store.scenes, match.environment or ""
+        turns = tuple(turn.text for turn in match.turns if turn.role == "assistant")
     else:
         raise UserError(f"{root}: not an eval run (samples.parquet) or a training run (trajectories/)")
     task_id, response, reward, passed, detail, scene = record
     if not scene:
         raise UserError(f"trajectory {trajectory_id} kept no scene: it passed, or its episode had no workspace")
     task = _task(files, task_id)
-    return Scene(trajectory_id, task, response, reward, passed, detail, scenes.get(scene), environment)
+    return Scene(trajectory_id, task, response, reward, passed, detail, scenes.get(scene), environment, turns)
 
 
 def replay_scene(scene: Scene) -> Score:
@@ -74,7 +76,13 @@ def replay_scene(scene: Scene) -> Score:
     workspace = inline_form(scene.snapshot.files())
     return verify(
         scene.task,
-        Response(id=scene.trajectory_id, task_id=scene.task.id, response=scene.response, workspace=workspace),
+        Response(
+            id=scene.trajectory_id,
+            task_id=scene.task.id,
+            response=scene.response,
+            workspace=workspace,
+            turns=scene.turns,
+        ),
     )
 
 

@@ -232,12 +232,14 @@ async def run_episode(
 
 async def _verify_final(verify: Verify, task: Task, state: _State, text: str) -> Score:
     """The verifier's score of the answer ``text`` and, when the episode has a workspace, of the
-    workspace its last tool call left (a final workspace over the bounds of a response's scores 0)."""
+    workspace its last tool call left (a final workspace over the bounds of a response's scores 0).
+    The response carries the text of every model turn, for verifiers that judge each turn."""
+    turns = tuple(turn.text for turn in state.turns if turn.role == "assistant")
     if state.workspace is None:
-        return await verify(task, Response(id=task.id, task_id=task.id, response=text))
+        return await verify(task, Response(id=task.id, task_id=task.id, response=text, turns=turns))
     try:
         final = inline_form(state.workspace.files())
-        response = Response(id=task.id, task_id=task.id, response=text, workspace=final)
+        response = Response(id=task.id, task_id=task.id, response=text, workspace=final, turns=turns)
     except (WorkspaceError, ValidationError) as exc:
         problem = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
         detail = f"the final workspace cannot be judged: {problem}"

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 _SUPPORTED = {"qwen2", "llama", "mistral"}
 
@@ -159,6 +160,8 @@ class LeanDecoder:
         row_prefix: torch.Tensor,
         suffix_ids: torch.Tensor,
         suffix_lengths: torch.Tensor,
+        head: bool = True,
+        checkpoint_layers: bool = False,
     ) -> torch.Tensor:
         """Logits (B, C, V) predicting each suffix token, over rows that share prefixes.
 
@@ -167,7 +170,10 @@ class LeanDecoder:
         gives ``suffix_ids[b, j]``. ``prefix_ids``: (P, Tp) right-padded, ``prefix_lengths``:
         (P,) at least 1; ``row_prefix``: (B,) indices into P; ``suffix_ids``: (B, C)
         right-padded. Logits at padding positions are unspecified. Each prefix is computed
-        once whatever the number of rows sharing it.
+        once whatever the number of rows sharing it. Without ``head``, the hidden states
+        (B, C, H) that ``head`` turns into those logits (so a caller can apply it chunk by
+        chunk). ``checkpoint_layers`` keeps only each layer's input for the backward pass and
+        recomputes the layer there (activation checkpointing: the same gradients, less memory).
         """
         device = prefix_ids.device
         prefixes, prefix_width = prefix_ids.shape
@@ -199,7 +205,8 @@ class LeanDecoder:
         cos, sin = cos[:, None], sin[:, None]  # (N, 1, D)
         split = prefixes * prefix_width
         half = self.head_dim // 2
-        for layer in self.layers:
+
+        def run_layer(layer: Any, hidden: torch.Tensor) -> torch.Tensor:
             attention = layer.self_attn
             normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
             q = attention.q_proj(normed).view(-1, self.heads, self.head_dim)
@@ -219,13 +226,19 @@ class LeanDecoder:
             hidden = hidden + attention.o_proj(out)
             normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
             mlp = layer.mlp
-            hidden = hidden + mlp.down_proj(F.silu(mlp.gate_proj(normed)) * mlp.up_proj(normed))
+            return hidden + mlp.down_proj(F.silu(mlp.gate_proj(normed)) * mlp.up_proj(normed))
+
+        for layer in self.layers:
+            if checkpoint_layers and torch.is_grad_enabled():
+                hidden = torch.utils.checkpoint.checkpoint(run_layer, layer, hidden, use_reentrant=False)
+            else:
+                hidden = run_layer(layer, hidden)
         # Suffix token 0 is predicted by the prompt's last token, token j by suffix token j - 1.
         last_prompt = hidden[:split].view(prefixes, prefix_width, -1)[
             row_prefix, prefix_lengths[row_prefix] - 1
         ]  # (B, H)
         predicting = torch.cat([last_prompt[:, None], hidden[split:].view(rows, width, -1)[:, :-1]], dim=1)  # (B, C, H)
-        return self.head(predicting)
+        return self.head(predicting) if head else predicting
 
     def _rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin (..., D) of ``positions`` (...), with the sign of rotate_half in sin:

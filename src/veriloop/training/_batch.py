@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.utils.checkpoint
 
-from veriloop.core import Trajectory
+from veriloop.core import Trajectory, UserError
 from veriloop.rollout import LeanDecoder
 
 
@@ -60,36 +61,136 @@ def token_batch(trajectories: Sequence[Trajectory], pad_id: int) -> TokenBatch:
 
 
 def completion_logprobs(
-    model: Any, batch: TokenBatch, temperature: float, with_entropy: bool = False, lean: LeanDecoder | None = None
+    model: Any,
+    batch: TokenBatch,
+    temperature: float,
+    with_entropy: bool = False,
+    lean: LeanDecoder | None = None,
+    chunk_tokens: int = 0,
+    checkpoint_layers: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, C) of each completion token under ``model`` at ``temperature``.
 
     Also the per-token entropy (B, C) when asked. Gradients flow unless the caller disables
     them. ``lean`` (a LeanDecoder over the same model) computes the same values faster, each
     distinct prompt once for all the rows that share it.
+
+    ``chunk_tokens`` > 0 bounds memory on long sequences: the vocabulary logits exist for
+    ``chunk_tokens`` completion positions at a time, (B, chunk, V), never (B, C, V), and under
+    grad each chunk keeps only its hidden states for the backward pass, which recomputes the
+    chunk's logits. Values and gradients are those of the unchunked pass. ``checkpoint_layers``
+    recomputes the lean pass's decoder layers in the backward pass instead of keeping their
+    activations (for the model's own forward, see ``enable_activation_checkpointing``).
     """
     device = next(model.parameters()).device
+    targets = batch.completion_ids.to(device)  # (B, C)
     if lean is not None:
-        picked = lean.forward_prefixed(*_shared_prompts(batch, device))  # (B, C, V)
+        prefixed = _shared_prompts(batch, device)
+        hidden = lean.forward_prefixed(*prefixed, head=False, checkpoint_layers=checkpoint_layers)  # (B, C, H)
+        head = lean.head
+    elif chunk_tokens > 0 and logits_are_head_of_decoder(model):
+        hidden, head = _predicting_hidden(model, batch, device), model.get_output_embeddings()
     else:
-        width = batch.completion_ids.shape[1]
-        input_ids, attention = batch.input_ids.to(device), batch.attention_mask.to(device)
-        # Position p predicts token p + 1: the completion of row b is predicted by
-        # positions prompt_len - 1 ... prompt_len + C - 2.
-        offsets = batch.prompt_lengths.to(device)[:, None] - 1 + torch.arange(width, device=device)[None, :]  # (B, C)
-        offsets = offsets.clamp(max=input_ids.shape[1] - 1)
-        logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, L, V)
-        picked = logits.gather(1, offsets[:, :, None].expand(-1, -1, logits.shape[-1]))  # (B, C, V)
-    picked = (
-        picked.to(torch.promote_types(picked.dtype, torch.float32)) / temperature
-    )  # half precision computed in fp32
-    targets = batch.completion_ids.to(device)
-    logprobs = picked.gather(-1, targets[:, :, None])[:, :, 0] - torch.logsumexp(picked, dim=-1)  # (B, C)
+        logits = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)).logits
+        picked = logits.gather(1, _predicting_positions(batch, device, logits.shape[-1]))  # (B, C, V)
+        return _token_stats(picked, targets, temperature, with_entropy)
+    if chunk_tokens <= 0:
+        return _token_stats(head(hidden), targets, temperature, with_entropy)
+
+    def stats(hidden_chunk: torch.Tensor, target_chunk: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return _chunk_stats(head, hidden_chunk, target_chunk, temperature, with_entropy)
+
+    parts = over_position_chunks(stats, hidden, targets, chunk_tokens=chunk_tokens)
+    logprobs = torch.cat([p[0] for p in parts], dim=1)  # (B, C)
+    return logprobs, torch.cat([p[1] for p in parts], dim=1) if with_entropy else None
+
+
+def over_position_chunks(
+    compute: Any, hidden: torch.Tensor, *aligned: torch.Tensor, chunk_tokens: int
+) -> list[tuple[torch.Tensor, ...]]:
+    """``compute(hidden_chunk, *aligned_chunks)`` for each run of ``chunk_tokens`` positions.
+
+    ``hidden`` (B, T, H) and each of ``aligned`` (B, T, ...) are cut along dim 1. When gradients
+    flow, each call runs under activation checkpointing: only its inputs are kept, and the
+    backward pass recomputes what it made (the chunk's logits), one chunk at a time.
+    """
+    keep_for_backward = torch.is_grad_enabled() and hidden.requires_grad
+    parts = []
+    for start in range(0, hidden.shape[1], chunk_tokens):
+        chunk = [x[:, start : start + chunk_tokens] for x in (hidden, *aligned)]
+        if keep_for_backward:
+            parts.append(torch.utils.checkpoint.checkpoint(compute, *chunk, use_reentrant=False))
+        else:
+            parts.append(compute(*chunk))
+    return parts
+
+
+def _chunk_stats(
+    head: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+) -> tuple[torch.Tensor, ...]:
+    """Log-probs (B, c) and, when asked, entropies (B, c) of one chunk of hidden states (B, c, H)."""
+    logprobs, entropy = _token_stats(head(hidden), targets, temperature, with_entropy)
+    return (logprobs,) if entropy is None else (logprobs, entropy)
+
+
+def _token_stats(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (B, c) of ``targets`` (B, c) under ``logits`` (B, c, V) at ``temperature``, and entropies."""
+    picked = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # half precision in fp32
+    logprobs = picked.gather(-1, targets[:, :, None])[:, :, 0] - torch.logsumexp(picked, dim=-1)  # (B, c)
     entropy = None
     if with_entropy:
         log_p = torch.log_softmax(picked, dim=-1)
         entropy = -(log_p.exp() * log_p).sum(-1)
     return logprobs, entropy
+
+
+def _predicting_positions(batch: TokenBatch, device: Any, width: int) -> torch.Tensor:
+    """Gather indices (B, C, width) of the positions predicting each completion token.
+
+    Position p predicts token p + 1: the completion of row b is predicted by positions
+    prompt_len - 1 ... prompt_len + C - 2 (clamped to the sequence for padding).
+    """
+    columns = batch.completion_ids.shape[1]
+    offsets = batch.prompt_lengths.to(device)[:, None] - 1 + torch.arange(columns, device=device)[None, :]  # (B, C)
+    offsets = offsets.clamp(max=batch.input_ids.shape[1] - 1)
+    return offsets[:, :, None].expand(-1, -1, width)
+
+
+def _predicting_hidden(model: Any, batch: TokenBatch, device: Any) -> torch.Tensor:
+    """The decoder's last hidden states (B, C, H) at the positions predicting each completion token."""
+    input_ids, attention = batch.input_ids.to(device), batch.attention_mask.to(device)
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention).last_hidden_state  # (B, L, H)
+    return hidden.gather(1, _predicting_positions(batch, device, hidden.shape[-1]))
+
+
+def logits_are_head_of_decoder(model: Any) -> bool:
+    """Whether the model's logits are its output embeddings applied to its decoder's last hidden
+    state (true of Llama-family models, with or without LoRA; not of models that scale or cap them)."""
+    config = getattr(model, "config", None)
+    if any(getattr(config, name, None) for name in ("final_logit_softcapping", "logit_scale", "logits_scaling")):
+        return False
+    try:
+        return model.get_decoder() is not None and model.get_output_embeddings() is not None
+    except (AttributeError, NotImplementedError):
+        return False
+
+
+def enable_activation_checkpointing(model: Any) -> None:
+    """Turn on the model's own activation checkpointing (the forward of models without a lean pass).
+
+    Raises UserError when the model does not support it.
+    """
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise UserError(
+            f"optim.activation_checkpointing: {type(model).__name__} does not support activation checkpointing; "
+            "set optim.activation_checkpointing=false"
+        )
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def micro_batches(rows: int, size: int) -> list[slice]:
@@ -99,12 +200,18 @@ def micro_batches(rows: int, size: int) -> list[slice]:
 
 @torch.no_grad()
 def logprobs_without_grad(
-    model: Any, batch: TokenBatch, temperature: float, micro_batch_size: int, lean: LeanDecoder | None = None
+    model: Any,
+    batch: TokenBatch,
+    temperature: float,
+    micro_batch_size: int,
+    lean: LeanDecoder | None = None,
+    chunk_tokens: int = 0,
 ) -> torch.Tensor:
     """Log-probs (B, C) of each completion token under ``model``, on the CPU, computed without
-    grad ``micro_batch_size`` rows at a time (the reference pass and the recompute pass)."""
+    grad ``micro_batch_size`` rows at a time (the reference pass and the recompute pass);
+    ``chunk_tokens`` as in ``completion_logprobs``."""
     parts = [
-        completion_logprobs(model, batch.select(rows), temperature, lean=lean)[0].cpu()
+        completion_logprobs(model, batch.select(rows), temperature, lean=lean, chunk_tokens=chunk_tokens)[0].cpu()
         for rows in micro_batches(len(batch), micro_batch_size)
     ]
     return torch.cat(parts)

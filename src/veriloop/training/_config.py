@@ -86,6 +86,17 @@ class OptimSection(Section):
     max_grad_norm: float = Field(default=1.0, gt=0, description="gradient clipping norm")
     micro_batch_size: int = Field(default=64, ge=1, description="sequences per forward/backward pass")
     updates_per_batch: int = Field(default=1, ge=1, description="optimizer passes over each batch (PPO epochs)")
+    logprob_chunk_tokens: int = Field(
+        default=1024,
+        ge=0,
+        description="completion positions whose vocabulary logits exist at once in the log-prob and entropy passes "
+        "(memory on long sequences; the same values); 0: the whole completion at once",
+    )
+    activation_checkpointing: bool = Field(
+        default=False,
+        description="recompute each decoder layer in the backward pass instead of keeping its activations "
+        "(less memory on long sequences, about one more forward pass of compute; the same gradients)",
+    )
 
 
 class RunSection(Section):
@@ -251,6 +262,12 @@ class SFTOptimSection(Section):
     warmup_steps: int = Field(default=10, ge=0, description="linear warm-up steps")
     batch_size: int = Field(default=32, ge=1, description="conversations per optimizer step")
     steps: int = Field(default=200, ge=1, description="optimizer steps")
+    logit_chunk_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="positions whose vocabulary logits exist at once in the loss (memory on long "
+        "conversations; the same loss); 0: the whole batch at once",
+    )
 
 
 class SFTRunSection(Section):

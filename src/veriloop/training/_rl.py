@@ -30,7 +30,14 @@ from veriloop.rollout import HFEngine, LeanDecoder, TrajectoryStore, rollout
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
 from veriloop.training._backends import rollout_backend_for
-from veriloop.training._batch import TokenBatch, completion_logprobs, logprobs_without_grad, micro_batches, token_batch
+from veriloop.training._batch import (
+    TokenBatch,
+    completion_logprobs,
+    enable_activation_checkpointing,
+    logprobs_without_grad,
+    micro_batches,
+    token_batch,
+)
 from veriloop.training._checkpoint import list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
 from veriloop.training._config import TrainConfig
 from veriloop.training._data import SamplerState, TaskSampler
@@ -107,6 +114,8 @@ class RLTrainer:
         self.model, self.tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
         self.reference = reference_model(self.model, config.model) if config.algorithm.beta > 0 else None
         self.engine = HFEngine(self.model, self.tokenizer, max_batch_size=config.rollout.max_batch_size)
+        if config.optim.activation_checkpointing and self.engine.lean is None:
+            enable_activation_checkpointing(self.model)  # the lean pass checkpoints its own layers
         self.reference_lean = (
             LeanDecoder(self.reference) if self.reference is not None and LeanDecoder.supports(self.reference) else None
         )
@@ -316,8 +325,14 @@ class RLTrainer:
             return self._logprobs_without_grad(self.model, batch, None)
 
     def _logprobs_without_grad(self, model: Any, batch: TokenBatch, lean: LeanDecoder | None) -> torch.Tensor:
+        optim = self.config.optim
         return logprobs_without_grad(
-            model, batch, self.config.rollout.temperature, self.config.optim.micro_batch_size, lean=lean
+            model,
+            batch,
+            self.config.rollout.temperature,
+            optim.micro_batch_size,
+            lean=lean,
+            chunk_tokens=optim.logprob_chunk_tokens,
         )
 
     def _loss_inputs(
@@ -383,6 +398,8 @@ class RLTrainer:
                         self.config.rollout.temperature,
                         with_entropy=algo.entropy_coef > 0,
                         lean=self.engine.lean,
+                        chunk_tokens=optim.logprob_chunk_tokens,
+                        checkpoint_layers=optim.activation_checkpointing,
                     )
                     loss, stats = objective(logprobs, entropy, micro, algo, dual_clip)
                     (loss * weight).backward()

@@ -57,13 +57,17 @@ class SFTStep:
 
 
 def sft_loss(
-    model: Any, batch: Sequence[tuple[list[int], list[int]]], pad_id: int, lean: Any = None
+    model: Any, batch: Sequence[tuple[list[int], list[int]]], pad_id: int, lean: Any = None, chunk_tokens: int = 0
 ) -> tuple[Any, int]:
     """Mean cross-entropy over assistant tokens of a right-padded batch; returns (loss, tokens).
 
-    ``lean`` (a LeanDecoder over ``model``) computes the same logits faster.
+    ``lean`` (a LeanDecoder over ``model``) computes the same logits faster. ``chunk_tokens`` > 0
+    computes the vocabulary logits that many positions at a time, recomputing each chunk's in the
+    backward pass (``over_position_chunks``), so (B, T, V) never exists at once; the same loss.
     """
     import torch
+
+    from veriloop.training._batch import logits_are_head_of_decoder, over_position_chunks
 
     width = max(len(ids) for ids, _ in batch)
     input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
@@ -75,16 +79,35 @@ def sft_loss(
         labels[row, : len(ids)] = torch.tensor([t if m else -100 for t, m in zip(ids, mask)])
     device = next(model.parameters()).device
     input_ids, attention = input_ids.to(device), attention.to(device)
-    if lean is not None:
-        positions = torch.arange(width, device=device).expand_as(input_ids)
-        logits = lean.forward(input_ids, positions, attention.bool())[:, :-1].float()  # (B, T-1, V)
-    else:
-        logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float()  # (B, T-1, V)
     targets = labels[:, 1:].to(device)  # (B, T-1) next-token targets, -100 off the assistant turns
-    loss = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100
-    )
-    return loss, int((targets != -100).sum())
+    tokens = int((targets != -100).sum())
+    positions = torch.arange(width, device=device).expand_as(input_ids)
+    if chunk_tokens <= 0 or (lean is None and not logits_are_head_of_decoder(model)):
+        if lean is not None:
+            logits = lean.forward(input_ids, positions, attention.bool())[:, :-1]  # (B, T-1, V)
+        else:
+            logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]  # (B, T-1, V)
+        return _cross_entropy(logits, targets, "mean"), tokens
+    if lean is not None:
+        hidden = lean.forward(input_ids, positions, attention.bool(), head=False)[:, :-1]  # (B, T-1, H)
+        head = lean.head
+    else:
+        hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention).last_hidden_state[:, :-1]
+        head = model.get_output_embeddings()
+
+    def summed(hidden_chunk: Any, target_chunk: Any) -> tuple[Any]:
+        return (_cross_entropy(head(hidden_chunk), target_chunk, "sum"),)
+
+    parts = over_position_chunks(summed, hidden, targets, chunk_tokens=chunk_tokens)
+    return sum(p[0] for p in parts) / max(tokens, 1), tokens
+
+
+def _cross_entropy(logits: Any, targets: Any, reduction: str) -> Any:
+    """Cross-entropy of ``targets`` (B, T) under ``logits`` (B, T, V), in fp32, -100 ignored."""
+    import torch
+
+    flat = logits.float().reshape(-1, logits.shape[-1])
+    return torch.nn.functional.cross_entropy(flat, targets.reshape(-1), ignore_index=-100, reduction=reduction)
 
 
 def train_sft(
@@ -98,8 +121,10 @@ def train_sft(
     warmup_steps: int = 10,
     seed: int = 0,
     on_step: Callable[[SFTStep], None] | None = None,
+    chunk_tokens: int = 0,
 ) -> list[SFTStep]:
-    """Train ``model`` in place for ``steps`` optimizer steps on shuffled conversations."""
+    """Train ``model`` in place for ``steps`` optimizer steps on shuffled conversations
+    (``chunk_tokens`` as in ``sft_loss``)."""
     import torch
 
     examples = [tokenize_conversation(tokenizer, c) for c in conversations]
@@ -121,7 +146,7 @@ def train_sft(
             order += fresh
         batch = [examples[i] for i in order[:batch_size]]
         del order[:batch_size]
-        loss, tokens = sft_loss(model, batch, pad_id, lean)
+        loss, tokens = sft_loss(model, batch, pad_id, lean, chunk_tokens)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -177,6 +202,7 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
         warmup_steps=config.optim.warmup_steps,
         seed=config.run.seed,
         on_step=on_step,
+        chunk_tokens=config.optim.logit_chunk_tokens,
     )
     save_final(model, tokenizer, Path(config.run.out))
     return history

@@ -3,7 +3,7 @@
 from veriloop.verifiers.answers import _text  # noqa: F401  (registers the kinds)
 from veriloop.verifiers.code import _python_tests, _stdio  # noqa: F401  (registers the code kinds)
 from veriloop.verifiers import _combine  # noqa: F401
-from veriloop.verifiers.answers import _json_schema, _math, _numeric, _reasoning_gym  # noqa: F401
+from veriloop.verifiers.answers import _json_schema, _math, _numeric, _reasoning_gym, _turn_constraints  # noqa: F401
 from veriloop.verifiers.answers import _document_fields  # noqa: F401  (registers document_fields)
 from veriloop.verifiers.cad import _cad_geometry  # noqa: F401  (registers cad_geometry)
 from veriloop.verifiers.workspace import _workspace_checks, _workspace_tests  # noqa: F401  (registers the workspace kinds)
@@ -35,6 +35,7 @@ from veriloop.verifiers._registry import (
     verify,
 )
 from veriloop.verifiers.answers._text import ExactConfig, RegexConfig
+from veriloop.verifiers.answers._turn_constraints import TurnConstraintsConfig
 
 __all__ = [
     "KindField",
@@ -57,6 +58,7 @@ __all__ = [
     "PenaltyKind",
     "ReasoningGymConfig",
     "Tolerance",
+    "TurnConstraintsConfig",
     "WeightedConfig",
     "close_shared_pools",
     "extract_named_values",

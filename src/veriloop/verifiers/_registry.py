@@ -38,16 +38,19 @@ class Verdict:
 
 class Answer(str):
     """The response text a check receives. ``workspace`` holds the response's final workspace
-    (``{path: bytes}``) when it has one: the kinds that judge a workspace read it, every other
-    kind sees only the text."""
+    (``{path: bytes}``) when it has one, ``turns`` the text of each model turn of its episode
+    (empty for a single answer): the kinds that judge a workspace or every turn read them,
+    every other kind sees only the text."""
 
     workspace: dict[str, bytes] | None = None
+    turns: tuple[str, ...] = ()
 
 
 def answer_of(response: Response) -> Answer:
     answer = Answer(response.response)
     if response.workspace is not None:
         answer.workspace = inline_files(response.workspace)
+    answer.turns = response.turns
     return answer
 
 

@@ -34,6 +34,9 @@ class ExactConfig(VerifierConfig):
     extract: Literal["full", "last_line"] = Field(
         default="full", description="compare the whole response or only its last non-empty line"
     )
+    strip_prefix: str = Field(
+        default="", description="text removed once from the start of the (trimmed) answer before comparing"
+    )
 
 
 @register_verifier("exact", ExactConfig)
@@ -42,7 +45,7 @@ def check_exact(config: ExactConfig, task: Task, response: str) -> Verdict:
     expected = config.answer if config.answer is not None else task.gold
     if expected is None:
         raise ValueError("exact verifier needs 'answer' or a task 'gold'")
-    candidate = response
+    candidate = response.strip().removeprefix(config.strip_prefix) if config.strip_prefix else response
     if config.extract == "last_line":
         lines = [line for line in response.splitlines() if line.strip()]
         candidate = lines[-1] if lines else ""
