@@ -89,7 +89,7 @@ def _unread_bytes(fd: int) -> int:
 
 
 def job_frame(job: Job, enforced: EnforcedLimits) -> list[bytes]:
-    """The frame the server reads (``read_frame`` in sandboxed/_server.py): a JSON header
+    """The frame the server reads (``read_frame`` in sandboxed/_frames.py): a JSON header
     naming each blob by its index, then the blobs (archive, files, stdin) as raw bytes."""
     blobs: list[bytes] = []
 

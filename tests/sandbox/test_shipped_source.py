@@ -1,0 +1,43 @@
+"""The scripts shipped into sandboxes are their ``sandboxed/`` modules joined, imports of each other removed."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import veriloop.sandbox as sandbox_package
+from veriloop.sandbox._bwrap import SERVER_MODULES, SERVER_SOURCE
+from veriloop.sandbox._shipped import STRIP_MARKER, joined_source, module_source
+
+SERVER_FOLDER = Path(sandbox_package.__file__).parent / "sandboxed"
+
+
+def test_the_server_script_is_every_module_of_its_folder_with_the_server_last():
+    modules = {path.stem for path in SERVER_FOLDER.glob("_*.py") if path.name != "__init__.py"}
+    assert sorted(SERVER_MODULES) == sorted(modules)
+    assert SERVER_MODULES[-1] == "_server"
+    assert SERVER_SOURCE == joined_source(SERVER_FOLDER, SERVER_MODULES)
+
+
+def test_the_server_script_imports_only_the_standard_library_and_keeps_no_marked_line():
+    assert STRIP_MARKER not in SERVER_SOURCE
+    tree = ast.parse(SERVER_SOURCE)
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert "veriloop" not in {name.partition(".")[0] for name in imported}
+
+
+def test_each_module_uses_at_its_top_level_only_names_joined_before_it():
+    namespace = {"__name__": "not_the_main_module"}  # defines everything, starts nothing
+    exec(compile(SERVER_SOURCE, "<sandbox server>", "exec"), namespace)
+    assert callable(namespace["main"]) and callable(namespace["child_main"])
+
+
+def test_only_marked_lines_are_removed(tmp_path):
+    (tmp_path / "_first.py").write_text("A = 1\n", encoding="utf-8")
+    marked = f"from elsewhere import A  {STRIP_MARKER}\nB = A + 1  # sandbox: strip me not\n"
+    (tmp_path / "_second.py").write_text(marked, encoding="utf-8")
+    assert module_source(tmp_path, "_second") == "B = A + 1  # sandbox: strip me not\n"
+    namespace: dict = {}
+    exec(joined_source(tmp_path, ("_first", "_second")), namespace)
+    assert namespace["B"] == 2
