@@ -5,9 +5,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import veriloop.sandbox as sandbox_package
-from veriloop.sandbox._bwrap import SERVER_MODULES, SERVER_SOURCE
-from veriloop.sandbox._shipped import STRIP_MARKER, joined_source, module_source
+from veriloop.sandbox import Limits
+from veriloop.sandbox._bwrap import SERVER_MODULES, SERVER_SOURCE, launch_for
+from veriloop.sandbox._python import find_python
+from veriloop.sandbox._shipped import STRIP_MARKER, bootstrap, joined_source, module_source
 
 SERVER_FOLDER = Path(sandbox_package.__file__).parent / "sandboxed"
 
@@ -41,3 +45,20 @@ def test_only_marked_lines_are_removed(tmp_path):
     namespace: dict = {}
     exec(joined_source(tmp_path, ("_first", "_second")), namespace)
     assert namespace["B"] == 2
+
+
+def test_the_bootstrap_runs_the_source_as_the_main_module_under_its_name():
+    source = "import sys\nseen = __name__\ndef fail():\n    raise ValueError('where')\n"
+    namespace = {"__name__": "__main__"}
+    exec(bootstrap(source, "<shipped>"), namespace)
+    assert namespace["seen"] == "__main__"
+    with pytest.raises(ValueError) as caught:
+        namespace["fail"]()
+    assert caught.traceback[-1].frame.code.raw.co_filename == "<shipped>"
+
+
+def test_the_server_starts_from_the_bootstrap_of_its_script():
+    launch = launch_for(find_python(), Limits(), network=False)
+    command = launch.tail[launch.tail.index("-c") + 1]
+    assert command == bootstrap(SERVER_SOURCE, "<sandbox server>")
+    assert len(ast.parse(command).body) == 1  # one call: the interpreter compiles only a string constant

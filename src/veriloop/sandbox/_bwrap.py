@@ -24,7 +24,7 @@ from veriloop.core import UserError
 from veriloop.sandbox._limits import Limits
 from veriloop.sandbox._python import SandboxPython
 from veriloop.sandbox._seccomp import seccomp_program
-from veriloop.sandbox._shipped import joined_source
+from veriloop.sandbox._shipped import bootstrap, joined_source
 
 SANDBOX_UID = 1000  # the run's uid as the sandbox sees it
 NOBODY = 65534
@@ -161,7 +161,7 @@ def launch_for(
     program = seccomp_program()
     if program is not None:
         data.append(("--seccomp", "", program))
-    command = command or (python.executable, "-I", "-c", SERVER_SOURCE, *python.warm)
+    command = command or (python.executable, "-I", "-c", bootstrap(SERVER_SOURCE, "<sandbox server>"), *python.warm)
     return Launch(
         head=tuple(head), data=tuple(data), tail=(*args, *command), run_as=NOBODY if os.geteuid() == 0 else None
     )

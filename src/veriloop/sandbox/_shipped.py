@@ -26,3 +26,12 @@ def module_source(folder: Path, name: str) -> str:
 def joined_source(folder: Path, names: tuple[str, ...]) -> str:
     """The script made of the modules ``names`` of ``folder``, in that order."""
     return "".join(module_source(folder, name) for name in names)
+
+
+def bootstrap(source: str, name: str) -> str:
+    """A ``python -c`` argument that compiles and runs ``source`` (as ``__main__``, named
+    ``name`` in tracebacks). The interpreter's own compilation of a ``-c`` argument leaves its
+    working memory pinned in the heap (2.8 MB for the sandbox server's 48 KB), and every
+    process forked afterwards carries it; a string constant costs the parser nothing, and the memory
+    ``compile()`` frees can be given back (``sandboxed/_server.py``'s ``release_free_heap``)."""
+    return f"exec(compile({source!r}, {name!r}, 'exec'))\n"
