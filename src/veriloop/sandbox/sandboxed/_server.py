@@ -22,7 +22,8 @@ earlier runs' code and outputs), so no run can find another's data in its memory
    warm process, not an interpreter start) or execs the command;
 2. the server feeds stdin, keeps at most the cap of stdout and stderr, and enforces the deadline;
 3. it SIGKILLs every other process of the PID namespace but the template and reaps them all
-   (they are all the run's, and as the namespace's init the server inherits every orphan);
+   (they are all the run's, and as the namespace's init the server inherits every orphan), unless
+   the namespace made no process after the run's own (``ns_last_pid``): then there is none;
 4. it answers with the outcome (a snapshot asked for is streamed from the workspace into the
    answer, never held in memory), or asks the host for a fresh sandbox if the template died or
    its own or the template's process settings changed;
@@ -52,7 +53,7 @@ from veriloop.sandbox.sandboxed._kernel import process_settings  # sandbox: stri
 from veriloop.sandbox.sandboxed._run import child_job, on_sigint  # sandbox: strip
 from veriloop.sandbox.sandboxed._scratch import clean_scratch, prepare_scratch  # sandbox: strip
 from veriloop.sandbox.sandboxed._supervise import classify, ended_or_ending, kill_everything  # sandbox: strip
-from veriloop.sandbox.sandboxed._supervise import read_capped, supervise  # sandbox: strip
+from veriloop.sandbox.sandboxed._supervise import nothing_made_since, read_capped, supervise  # sandbox: strip
 from veriloop.sandbox.sandboxed._template import SPAWN_FDS, Template  # sandbox: strip
 from veriloop.sandbox.sandboxed._workspace_files import plan_archive, stream_archive  # sandbox: strip
 
@@ -138,7 +139,7 @@ def run_job(frame, child):
     os.kill(pid, signal.SIGKILL)  # the rest once it is reaped: its rusage then counts its own reaped children
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
-    template_died = kill_everything(TEMPLATE_PID)
+    template_died = not nothing_made_since(pid) and kill_everything(TEMPLATE_PID)
     cap = enforced["output_bytes"]
     for fd, buffer in outputs.items():
         os.set_blocking(fd, True)

@@ -72,6 +72,20 @@ def others(spare):
     return [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in (1, spare)]
 
 
+NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"  # the pid this PID namespace allocated last
+
+
+def nothing_made_since(pid):
+    """Whether ``pid`` (the run's process, just reaped) is still the last process or thread
+    made in this namespace: then none of the run's can be left, and no /proc scan is needed.
+    (A pid is reused only after every other was allocated in turn, which no leftover process
+    could do between the reaping and this read.) False where the file cannot be read."""
+    try:
+        return int(os.pread(own_file(NS_LAST_PID), 32, 0)) == pid
+    except (OSError, ValueError):
+        return False
+
+
 def kill_everything(spare):
     """SIGKILL every process of this namespace but this server and ``spare`` (the template), and
     reap them all. A process the kill missed was forked by one it reached, and an orphan becomes
