@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import resource
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,21 @@ def test_the_server_starts_from_the_bootstrap_of_its_script():
     command = launch.tail[launch.tail.index("-c") + 1]
     assert command == bootstrap(SERVER_SOURCE, "<sandbox server>")
     assert len(ast.parse(command).body) == 1  # one call: the interpreter compiles only a string constant
+
+
+def test_process_settings_see_a_changed_rlimit_and_only_that():
+    namespace = {"__name__": "not_the_main_module"}
+    exec(compile(module_source(SERVER_FOLDER, "_kernel"), "_kernel.py", "exec"), namespace)
+    settings = namespace["process_settings"]
+    before = settings()
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    lowered = 0 if soft != 0 else 4096
+    if hard != resource.RLIM_INFINITY and lowered > hard:
+        pytest.skip("no room to change RLIMIT_CORE here")
+    resource.setrlimit(resource.RLIMIT_CORE, (lowered, hard))
+    try:
+        changed = settings()
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+    assert changed != before and changed[1:] == before[1:]
+    assert settings() == before

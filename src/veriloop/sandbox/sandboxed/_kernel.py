@@ -8,7 +8,6 @@ lists the modules in the order they are joined).
 import ctypes
 import os
 import platform
-import resource
 import signal
 import struct
 
@@ -59,22 +58,27 @@ def drop_capabilities():
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 
 
-RLIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
-
-OWN_FILES = {}  # (pid, path) -> a descriptor kept open, so a check costs a read, not an open
+OWN_FILES = {}  # path -> a descriptor kept open, so a check costs a read, not an open
 
 
 def own_file(path):
-    """This process's own open descriptor of ``path`` (a /proc/self file)."""
-    key = (os.getpid(), path)
-    if key not in OWN_FILES:
-        OWN_FILES[key] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    return OWN_FILES[key]
+    """This process's own open descriptor of ``path`` (a /proc/self file). A forked process
+    that calls this must first ``forget_own_files``: its parent's name the parent."""
+    if path not in OWN_FILES:
+        OWN_FILES[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    return OWN_FILES[path]
+
+
+def forget_own_files():
+    for fd in OWN_FILES.values():
+        os.close(fd)
+    OWN_FILES.clear()
 
 
 def process_settings():
     """What a process passes on to its children and a run could try to change in another:
-    rlimits, nice value, scheduling policy, CPU affinity and OOM score."""
+    rlimits (every one, as ``/proc/self/limits`` lists them: one read rather than a call for
+    each), nice value, scheduling policy, CPU affinity and OOM score."""
     oom = os.pread(own_file("/proc/self/oom_score_adj"), 64, 0)
-    limits = tuple(map(resource.getrlimit, RLIMITS))
+    limits = os.pread(own_file("/proc/self/limits"), 4096, 0)
     return limits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), os.sched_getaffinity(0), oom

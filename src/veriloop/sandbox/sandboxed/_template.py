@@ -10,6 +10,7 @@ import sys
 
 from veriloop.sandbox.sandboxed._guard import guard_filter  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import OWN_FILES, clone_parent, libc, own_file  # sandbox: strip
+from veriloop.sandbox.sandboxed._kernel import forget_own_files  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import process_settings, raw_fork  # sandbox: strip
 from veriloop.sandbox.sandboxed._run import child_main  # sandbox: strip
 
@@ -48,7 +49,7 @@ def fresh_network():
     leaves the sandbox's). The old one goes with its last process, and its sockets with it."""
     if libc.unshare(CLONE_NEWNET):
         raise OSError(ctypes.get_errno(), "could not make a network namespace")
-    os.close(OWN_FILES.pop((os.getpid(), SOCKET_TABLE)))  # it shows the old namespace's sockets
+    os.close(OWN_FILES.pop(SOCKET_TABLE))  # it shows the old namespace's sockets
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", IFF_UP | IFF_RUNNING))
 
@@ -58,6 +59,7 @@ def template_main(requests, settings):
     descriptors the copy will use; the template never reads job data, so it never holds any.
     Before a copy, a network namespace a run left sockets in (TIME_WAIT ones outlive every
     process) is replaced, so that each run starts from a network as fresh as its files."""
+    forget_own_files()  # the server's /proc/self files
     guard = guard_filter(os.getpid())
     if guard is not None and libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(guard), 0, 0):
         os._exit(1)  # the server finds its template gone and the host replaces the sandbox
