@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
 import resource
+import threading
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,26 @@ def test_process_settings_see_a_changed_rlimit_and_only_that():
         resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
     assert changed != before and changed[1:] == before[1:]
     assert settings() == before
+
+
+def test_write_parts_writes_every_part_in_order_past_a_full_pipe():
+    namespace = {"__name__": "not_the_main_module"}
+    exec(compile(module_source(SERVER_FOLDER, "_frames"), "_frames.py", "exec"), namespace)
+    parts = [b"head", b"", bytes(range(256)) * 1024, *[b"%d," % i for i in range(3000)], bytearray(b"tail")]
+    expected = b"".join(parts)
+    reader, writer = os.pipe()
+    received = bytearray()
+
+    def drain() -> None:
+        while chunk := os.read(reader, 1 << 16):
+            received.extend(chunk)
+
+    thread = threading.Thread(target=drain)
+    thread.start()
+    try:
+        namespace["write_parts"](writer, parts)
+    finally:
+        os.close(writer)
+        thread.join(timeout=10)
+        os.close(reader)
+    assert bytes(received) == expected

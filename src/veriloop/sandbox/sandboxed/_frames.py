@@ -46,6 +46,23 @@ def write_all(fd, data):
         view = view[os.write(fd, view) :]
 
 
+IOV_MAX = 1024
+
+
+def write_parts(fd, parts):
+    """Write ``parts`` (bytes-like) to ``fd`` in order, with as few system calls as the pipe
+    allows (``writev``), rather than one or more for each."""
+    views = [memoryview(part).cast("B") for part in parts if len(part)]
+    first = 0
+    while first < len(views):
+        done = os.writev(fd, views[first : first + IOV_MAX])
+        while first < len(views) and done >= len(views[first]):
+            done -= len(views[first])
+            first += 1
+        if done:
+            views[first] = views[first][done:]
+
+
 def write_frame(fd, header, blobs=()):
     data = json.dumps(dict(header, blobs=[len(blob) for blob in blobs])).encode()
     write_all(fd, struct.pack(">I", len(data)) + data)

@@ -47,7 +47,7 @@ import struct
 import sys
 import time
 
-from veriloop.sandbox.sandboxed._frames import read_frame, write_all, write_frame  # sandbox: strip
+from veriloop.sandbox.sandboxed._frames import read_frame, write_all, write_frame, write_parts  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import PR_SET_DUMPABLE, drop_capabilities, libc  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import process_settings  # sandbox: strip
 from veriloop.sandbox.sandboxed._run import child_job, on_sigint  # sandbox: strip
@@ -127,9 +127,7 @@ def run_job(frame, child):
         return unserved(started)
     try:
         parts = child_job(job, blobs)
-        write_all(job_w, struct.pack("=Q", sum(map(len, parts))))
-        for part in parts:
-            write_all(job_w, part)
+        write_parts(job_w, [struct.pack("=Q", sum(map(len, parts))), *parts])
     except OSError:
         pass  # the child is gone; its wait status tells the rest
     os.close(job_w)
