@@ -141,6 +141,18 @@ def test_a_server_that_said_more_than_it_was_asked_is_replaced_before_the_next_r
         assert (result.status, result.stdout) == ("ok", expected)
 
 
+def test_bytes_read_along_with_an_answer_get_the_server_replaced_before_the_next_run(lone):
+    """The host reads what the pipe holds, so bytes a server wrote right after its answer can
+    arrive in the same read: kept apart, they still count as the server saying too much."""
+    lone.run_python("pass")
+    [handle] = lone._backend._servers
+    first = handle._proc.pid
+    handle._ahead += b"S"  # as if read together with the last answer
+    result = lone.run_python("print('real')")
+    assert (result.status, result.stdout) == ("ok", "real\n")
+    assert handle._proc.pid != first and not handle._ahead
+
+
 SETTINGS = "import os, resource\nprint(os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), resource.getrlimit(resource.RLIMIT_NOFILE), os.sched_getscheduler(0))"
 SHAPE_THE_SERVER = {
     "nice": "os.setpriority(os.PRIO_PROCESS, 1, 19)",

@@ -24,11 +24,24 @@ from veriloop.core import UserError
 from veriloop.sandbox._limits import Limits
 from veriloop.sandbox._python import SandboxPython
 from veriloop.sandbox._seccomp import seccomp_program
+from veriloop.sandbox._shipped import bootstrap, joined_source
 
 SANDBOX_UID = 1000  # the run's uid as the sandbox sees it
 NOBODY = 65534
 HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
-SERVER_SOURCE = (Path(__file__).parent / "sandboxed" / "_server.py").read_text(encoding="utf-8")
+SERVER_MODULES = (
+    "_kernel",
+    "_frames",
+    "_scratch",
+    "_workspace_files",
+    "_guard",
+    "_run",
+    "_template",
+    "_supervise",
+    "_server",
+)
+"""The modules of ``sandboxed/`` joined into the server's script, in order (``_server`` last: it starts it)."""
+SERVER_SOURCE = joined_source(Path(__file__).parent / "sandboxed", SERVER_MODULES)
 
 _MIN_BWRAP = (0, 8, 0)
 _ROOT_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -112,7 +125,7 @@ def launch_for(
     size = str(limits.disk_mb << 20)
     etc = LOADER_ETC + (_ETC_NETWORK if network else ())
     args = [*_OOM_FIRST, bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
-    # Without network access the template (sandboxed/_server.py) makes a fresh network namespace
+    # Without network access the template (sandboxed/_template.py) makes a fresh network namespace
     # after a run that left sockets behind: it keeps these two capabilities of the sandbox's own
     # user namespace, which the server and every run drop before anything else.
     args += ["--share-net"] if network else ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN"]
@@ -148,7 +161,7 @@ def launch_for(
     program = seccomp_program()
     if program is not None:
         data.append(("--seccomp", "", program))
-    command = command or (python.executable, "-I", "-c", SERVER_SOURCE, *python.warm)
+    command = command or (python.executable, "-I", "-c", bootstrap(SERVER_SOURCE, "<sandbox server>"), *python.warm)
     return Launch(
         head=tuple(head), data=tuple(data), tail=(*args, *command), run_as=NOBODY if os.geteuid() == 0 else None
     )

@@ -20,19 +20,19 @@ _SERVER_TASKS = 2  # the sandbox server (the PID namespace's init) and its templ
 class Limits(Record):
     """Resource limits of one run. Hitting one is a status of the ExecResult, not an exception.
 
-    | field          | what it limits                | mechanism                               | enforced in          |
-    |----------------|-------------------------------|-----------------------------------------|----------------------|
-    | timeout_s      | wall time of the run          | deadline, then SIGKILL of every process | sandboxed/_server.py |
-    |                | a server that stops answering | host deadline (+ grace, transfer time)  | _server_handle.py    |
-    | cpu_s          | CPU time of each process      | RLIMIT_CPU, rounded up; SIGKILL 1 s on  | sandboxed/_server.py |
-    | memory_mb      | address space of each process | RLIMIT_AS                               | sandboxed/_server.py |
-    |                | all processes and tmpfs files | memory cgroup (root, cgroup v1 only)    | _cgroup.py           |
-    | max_processes  | processes and threads at once | RLIMIT_NPROC, plus 2: server, template  | sandboxed/_server.py |
-    | max_open_files | file descriptors per process  | RLIMIT_NOFILE                           | sandboxed/_server.py |
-    | max_file_mb    | largest file written          | RLIMIT_FSIZE, at most disk_mb           | sandboxed/_server.py |
-    | disk_mb        | each writable mount           | tmpfs --size, set as the sandbox starts | _bwrap.py            |
-    |                | a snapshot of the workspace   | a larger one is not sent back           | sandboxed/_server.py |
-    | output_bytes   | stdout and stderr, each       | the run ends one byte past it           | sandboxed/_server.py |
+    | field          | what it limits                | mechanism                               | enforced in                   |
+    |----------------|-------------------------------|-----------------------------------------|-------------------------------|
+    | timeout_s      | wall time of the run          | deadline, then SIGKILL of every process | sandboxed/_supervise.py       |
+    |                | a server that stops answering | host deadline (+ grace, transfer time)  | _server_handle.py             |
+    | cpu_s          | CPU time of each process      | RLIMIT_CPU, rounded up; SIGKILL 1 s on  | sandboxed/_run.py             |
+    | memory_mb      | address space of each process | RLIMIT_AS                               | sandboxed/_run.py             |
+    |                | all processes and tmpfs files | memory cgroup (root, cgroup v1 only)    | _cgroup.py                    |
+    | max_processes  | processes and threads at once | RLIMIT_NPROC, plus 2: server, template  | sandboxed/_run.py             |
+    | max_open_files | file descriptors per process  | RLIMIT_NOFILE                           | sandboxed/_run.py             |
+    | max_file_mb    | largest file written          | RLIMIT_FSIZE, at most disk_mb           | sandboxed/_run.py             |
+    | disk_mb        | each writable mount           | tmpfs --size, set as the sandbox starts | _bwrap.py                     |
+    |                | a snapshot of the workspace   | a larger one is not sent back           | sandboxed/_workspace_files.py |
+    | output_bytes   | stdout and stderr, each       | the run ends one byte past it           | sandboxed/_supervise.py       |
 
     ``enforced_limits`` gives the server the numbers it applies. Without the memory cgroup (it
     needs a host running as root with a cgroup v1 memory controller) a run of several processes
@@ -63,7 +63,7 @@ class EnforcedLimits(Record):
     """The numbers the sandbox server applies to one run, in the units it applies them in.
 
     Built by ``enforced_limits`` on the host, once per run, and sent to the server
-    (``sandboxed/_server.py``) as the job's ``enforced``; the server derives no limit of its own.
+    (``sandboxed/``) as the job's ``enforced``; the server derives no limit of its own.
     """
 
     wall_limit_s: float = Field(description="seconds from the fork until every process of the run is killed")

@@ -46,6 +46,7 @@ _GRACE_S = 5.0
 _BYTES_PER_S = 20 * MIB  # allowance for moving files in and out of the sandbox
 _STDERR_TAIL = 4096
 _MAX_HEADER = 64 * 1024  # an answer's JSON header: status, codes, times, detail
+_READ_AHEAD = 64 * 1024  # a pipe's buffer: what one read of an answer may find there
 _STARTED, _UNSERVED = b"S", b"U"  # the byte before an answer (see sandboxed/_server.py)
 
 
@@ -89,7 +90,7 @@ def _unread_bytes(fd: int) -> int:
 
 
 def job_frame(job: Job, enforced: EnforcedLimits) -> list[bytes]:
-    """The frame the server reads (``read_frame`` in sandboxed/_server.py): a JSON header
+    """The frame the server reads (``read_frame`` in sandboxed/_frames.py): a JSON header
     naming each blob by its index, then the blobs (archive, files, stdin) as raw bytes."""
     blobs: list[bytes] = []
 
@@ -215,6 +216,7 @@ class ServerHandle:
             self._cap.fit(limits)
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr_tail = bytearray()
+        self._ahead = bytearray()  # bytes of the server's answers read but not yet taken
         self._drainer: threading.Thread | None = None
         self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
         self._at_rest: _AtRest | None = None
@@ -250,6 +252,7 @@ class ServerHandle:
             for fd in fds:
                 os.close(fd)
         self._stderr_tail = bytearray()
+        self._ahead = bytearray()
         self._drainer = threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True)
         self._drainer.start()
 
@@ -283,7 +286,8 @@ class ServerHandle:
         if proc is None or proc.poll() is not None or _exited(self._init_pidfd):
             return False
         assert proc.stdout is not None
-        return _unread_bytes(proc.stdout.fileno()) == 0 and (self._at_rest is None or self._at_rest.unchanged())
+        unread = len(self._ahead) + _unread_bytes(proc.stdout.fileno())
+        return unread == 0 and (self._at_rest is None or self._at_rest.unchanged())
 
     def _send(self, frame: list[bytes], deadline: float) -> None:
         proc = self._proc
@@ -317,19 +321,24 @@ class ServerHandle:
             return False
 
     def _read_exact(self, fd: int, size: int, deadline: float) -> bytes:
-        """``size`` bytes, or fewer when the server's end closed first."""
-        chunks, left = [], size
-        while left:
+        """``size`` bytes, or fewer when the server's end closed first.
+
+        Each read takes what the pipe holds (at least ``_READ_AHEAD`` bytes are asked for), so
+        an answer's marker, header and outputs usually come in one or two reads rather than
+        one wait and read each; what is read past ``size`` waits in ``self._ahead``."""
+        ahead = self._ahead
+        while len(ahead) < size:
             _wait(fd, select.POLLIN, deadline)
             try:
-                chunk = os.read(fd, min(left, MIB))
+                chunk = os.read(fd, min(max(size - len(ahead), _READ_AHEAD), MIB))
             except OSError:  # closed under us: the Sandbox is closing
                 chunk = b""
             if not chunk:
                 break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+            ahead += chunk
+        data = bytes(ahead[:size])
+        del ahead[:size]
+        return data
 
     def _receive(self, deadline: float, max_bytes: int) -> tuple[dict, list[bytes]]:
         """The next frame's header and blobs, all within ``max_bytes`` (else the server is lost)."""

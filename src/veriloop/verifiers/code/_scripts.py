@@ -1,7 +1,7 @@
 """Building the self-contained scripts that run in sandboxed grading processes.
 
 A script carries a few modules of ``sandboxed/`` (standard library only), concatenated (their
-package imports, marked ``# sandbox: strip``, removed), then one call with the job embedded
+package imports, marked ``# sandbox: strip``, removed: ``sandbox/_shipped.py``), then one call with the job embedded
 as JSON. Nothing from the host's Python environment is imported in the sandbox.
 
 Compiling that harness source costs several milliseconds per run, more than the warm fork
@@ -21,16 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from veriloop.sandbox._shipped import joined_source
+
 _SANDBOXED = Path(__file__).parent / "sandboxed"
 _SHARED = ("_wire", "_channel")
 _HELPERS = {"_tests_process": ("_expected_raises",), "_audit_hook": ("_candidate_process",)}
 """Further modules a harness needs, sent after the shared ones."""
-
-
-@functools.cache
-def _module_source(name: str) -> str:
-    lines = (_SANDBOXED / f"{name}.py").read_text(encoding="utf-8").splitlines()
-    return "\n".join(line for line in lines if not line.endswith("# sandbox: strip")) + "\n"
 
 
 def new_nonce() -> str:
@@ -55,7 +51,7 @@ TAG_PROBE = f"import sys as _sys\nprint({_TAG_EXPRESSION})\n"
 
 @functools.cache
 def _harness(module: str) -> tuple[str, str]:
-    source = "".join(_module_source(name) for name in (*_SHARED, *_HELPERS.get(module, ()), module))
+    source = joined_source(_SANDBOXED, (*_SHARED, *_HELPERS.get(module, ()), module))
     # dont_inherit: this module's ``from __future__ import annotations`` must not reach the
     # harness, whose compile() of the candidate's program would inherit it in turn.
     return source, compiled_blob(compile(source, f"<{module}>", "exec", dont_inherit=True, optimize=2))

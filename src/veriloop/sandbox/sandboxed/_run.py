@@ -1,0 +1,212 @@
+"""The run's process: a fresh copy of the template that receives its job, prepares the workspace,
+applies the rlimits and runs the code or the command (part of the server's script)."""
+
+import atexit
+import builtins
+import os
+import resource
+import signal
+import struct
+import sys
+import types
+
+from veriloop.sandbox.sandboxed._frames import read_exact, report_failure  # sandbox: strip
+from veriloop.sandbox.sandboxed._kernel import PR_SET_DUMPABLE, drop_capabilities, libc  # sandbox: strip
+from veriloop.sandbox.sandboxed._scratch import WORKSPACE  # sandbox: strip
+from veriloop.sandbox.sandboxed._workspace_files import prepare_workspace  # sandbox: strip
+
+REPORT_FD = 3  # in the child: where it reports a failed setup or exec (close-on-exec)
+
+
+def child_main(fds):
+    """The run's process, a fresh copy of the template: it receives its job only now.
+
+    Every page it writes is copied from the template for it, so it does as little as it can
+    before the run: the server sends the job already digested (``child_job``), read here with
+    a few struct calls instead of a JSON parser."""
+    job_r, stdin_r, stdout_w, stderr_w, report_w = fds
+    try:
+        drop_capabilities()  # the template's, kept for making network namespaces; a run has none
+        size = read_exact(job_r, 8)
+        plan = RunPlan(read_exact(job_r, struct.unpack("=Q", size)[0])) if size is not None else None
+        if plan is None or plan.truncated:
+            os._exit(126)  # the server sent no job: it is gone or gave up on this run
+        os.setsid()
+        os.dup2(stdin_r, 0)
+        os.dup2(stdout_w, 1)
+        os.dup2(stderr_w, 2)
+        os.dup2(report_w, REPORT_FD, inheritable=False)
+        os.closerange(4, 1 << 20)  # the template's socket among them: a run must not ask it for copies
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        os.chdir(WORKSPACE)
+        if plan.files or plan.archive:
+            prepare_workspace(plan)
+        for which, pair in zip(PLANNED_RLIMITS, plan.rlimits):
+            resource.setrlimit(which, pair)
+    except BaseException as exc:
+        report_failure(REPORT_FD, "S", "%s: %s" % (type(exc).__name__, exc))
+        os._exit(126)
+    if plan.argv is not None:
+        exec_command(plan.argv)
+    exec_python(plan.code)
+
+
+PLANNED_RLIMITS = (
+    resource.RLIMIT_AS,
+    resource.RLIMIT_CPU,
+    resource.RLIMIT_NPROC,
+    resource.RLIMIT_NOFILE,
+    resource.RLIMIT_FSIZE,
+    resource.RLIMIT_CORE,
+    resource.RLIMIT_MSGQUEUE,  # POSIX message queues would outlive the run
+)
+CHILD_HEAD = struct.Struct("=c%dqQQQQ" % (2 * len(PLANNED_RLIMITS)))  # kind, rlimits, code, argv, files, archive
+CHILD_FILE = struct.Struct("=QQ")  # name and content lengths
+
+
+def child_job(job, blobs):
+    """The job as the run's process reads it (``RunPlan``): a fixed struct of its kind, rlimits
+    and lengths, then the file names and lengths, the code, the arguments, the files' contents
+    and the workspace archive, as bytes."""
+    limits = [value for pair in rlimit_plan(job["enforced"]) for value in pair]
+    code = job["code"].encode("utf-8", "surrogatepass") if job["kind"] != "exec" else b""
+    argv = b"\0".join(arg.encode("utf-8", "surrogateescape") for arg in job["argv"]) if job["kind"] == "exec" else b""
+    files = [(name.encode("utf-8", "surrogateescape"), blobs[index]) for name, index in job["files"].items()]
+    index = job.get("archive")
+    archive = blobs[index] if index is not None else b""
+    kind = b"X" if job["kind"] == "exec" else b"P"
+    parts = [CHILD_HEAD.pack(kind, *limits, len(code), len(argv), len(files), len(archive))]
+    parts += [CHILD_FILE.pack(len(name), len(content)) for name, content in files]
+    parts += [code, argv, *[name for name, _ in files], *[content for _, content in files], archive]
+    return parts
+
+
+class RunPlan:
+    """What the run's process needs of its job, read from ``child_job``'s bytes."""
+
+    def __init__(self, data):
+        self.truncated = data is None
+        if data is None:
+            return
+        view = memoryview(data)
+        head = CHILD_HEAD.unpack_from(view)
+        kind, limits, (code_size, argv_size, file_count, archive_size) = head[0], head[1:-4], head[-4:]
+        self.rlimits = [(limits[i], limits[i + 1]) for i in range(0, len(limits), 2)]
+        offset = CHILD_HEAD.size
+        sizes = [CHILD_FILE.unpack_from(view, offset + i * CHILD_FILE.size) for i in range(file_count)]
+        offset += file_count * CHILD_FILE.size
+        self.code = str(view[offset : offset + code_size], "utf-8", "surrogatepass")
+        offset += code_size
+        argv = bytes(view[offset : offset + argv_size])
+        self.argv = [os.fsdecode(arg) for arg in argv.split(b"\0")] if kind == b"X" else None
+        offset += argv_size
+        names = []
+        for name_size, _ in sizes:
+            names.append(str(view[offset : offset + name_size], "utf-8", "surrogateescape"))
+            offset += name_size
+        self.files = []
+        for name, (_, content_size) in zip(names, sizes):
+            self.files.append((name, view[offset : offset + content_size]))
+            offset += content_size
+        self.archive = view[offset : offset + archive_size] if archive_size else b""
+
+
+def rlimit_plan(enforced):
+    """``[(soft, hard), ...]`` for each of ``PLANNED_RLIMITS``, never above this server's hard
+    limits (the template's and so the run's: the server checks they are the same)."""
+    memory = enforced["address_space_bytes"]
+    wanted = (
+        (memory, memory),
+        (enforced["cpu_soft_s"], enforced["cpu_hard_s"]),  # SIGXCPU first, then SIGKILL
+        (enforced["tasks"], None),
+        (enforced["open_files"], None),
+        (enforced["file_bytes"], None),
+        (0, None),
+        (0, None),
+    )
+    plan = []
+    for which, (soft, hard) in zip(PLANNED_RLIMITS, wanted):
+        _, current_hard = resource.getrlimit(which)
+        hard = soft if hard is None else hard
+        if current_hard != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current_hard), min(hard, current_hard)
+        plan.append((soft, hard))
+    return plan
+
+
+def exec_command(argv):
+    for number in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(number, signal.SIG_DFL)  # Python ignores these; a fresh program should not
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        report_failure(REPORT_FD, "X", "cannot run %r: %s" % (argv[0], exc.strerror))
+        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+
+
+def exec_python(code):
+    # The server's own stdio objects wrap descriptors 0-2, now the run's pipes; it never used them.
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    sys.argv[:] = ["-c"]
+    sys.path.insert(0, "")
+    status = 0
+    try:
+        compiled = compile(code, "<string>", "exec")
+    except BaseException as exc:
+        status = print_exception(exc, None)
+    else:
+        try:
+            exec(compiled, main.__dict__)
+        except SystemExit as exc:
+            status = exit_status(exc)
+        except BaseException as exc:
+            status = print_exception(exc, exc.__traceback__.tb_next)  # hide this server's frame
+    try:
+        threading = sys.modules["threading"]
+        if len(threading._active) > 1 or threading._limbo:
+            threading._shutdown()  # like interpreter exit: wait for non-daemon threads
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            status = status or 120
+    os._exit(status & 0xFF)
+
+
+def exit_status(exc):
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    try:
+        print(exc.code, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def print_exception(exc, traceback):
+    link = traceback
+    while link is not None and link.tb_next is not None:
+        if link.tb_next.tb_frame.f_code is on_sigint.__code__:
+            link.tb_next = None  # the SIGINT handler is this server's frame, not the run's
+        link = link.tb_next
+    try:
+        sys.excepthook(type(exc), exc, exc.with_traceback(traceback).__traceback__)
+    except BaseException:
+        pass
+    return 1
+
+
+def on_sigint(signum, frame):
+    """SIGINT in a run is KeyboardInterrupt, as in any Python; sent to this server (a run can
+    signal its init because a handler is installed) it is ignored. One handler for both, so
+    that no run pays for installing its own."""
+    if os.getpid() != 1:
+        raise KeyboardInterrupt
