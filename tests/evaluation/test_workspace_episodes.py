@@ -149,3 +149,19 @@ def test_a_replay_script_with_bad_rows_is_a_user_error(tmp_path):
     path.write_text('{"prompt": "p"}\nnot json\n')
     with pytest.raises(UserError, match=r"line 1.*turns"):
         ReplayEngine(path)
+
+
+def test_a_multi_turn_sample_keeps_its_episode_for_review(task_file, tmp_path, env_with_pytest):
+    """Tool calls and observations stay with the eval sample, so the review screen shows them."""
+    from veriloop.review import load_sources
+
+    _eval(_policy(tmp_path, "good"), task_file, tmp_path / "out")
+    [sample] = read_samples(tmp_path / "out" / "samples.parquet")
+    roles = [turn["role"] for turn in sample.episode]
+    assert (
+        roles[0] == "assistant" and "observation" in roles and len(roles) == sample.turns + roles.count("observation")
+    )
+    assert [t["text"] for t in sample.episode if t["role"] == "assistant"] == list(sample.turn_texts)
+    assert any(t["tool"] for t in sample.episode if t["role"] == "assistant")
+    [reviewed] = load_sources([tmp_path / "out"])
+    assert [(t.role, t.text) for t in reviewed.turns] == [(t["role"], t["text"]) for t in sample.episode]

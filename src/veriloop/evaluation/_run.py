@@ -187,6 +187,7 @@ def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -
         completion_tokens=sum(len(t.token_ids) or t.generated_tokens for t in assistant),
         turns=len(assistant),
         turn_texts=tuple(turn.text for turn in assistant),
+        episode=_episode_turns(trajectory) if len(trajectory.turns) > 1 else (),
         generate_s=trajectory.timings.get("generate_s", 0.0),
         verify_s=trajectory.timings.get("verify_s", 0.0),
         chunk=chunk,
@@ -195,6 +196,10 @@ def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -
         scene=trajectory.scene or "",
         environment=trajectory.environment or "",
     )
+
+
+def _episode_turns(trajectory: Trajectory) -> tuple[dict[str, str], ...]:
+    return tuple({"role": t.role, "text": t.text, "tool": t.tool or ""} for t in trajectory.turns)
 
 
 def _run_chunks(

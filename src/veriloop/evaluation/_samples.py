@@ -43,6 +43,10 @@ class EvalSample(Record):
     turn_texts: tuple[str, ...] = Field(
         default=(), description="the text of each model turn, as its verifier received them (for replays)"
     )
+    episode: tuple[dict[str, str], ...] = Field(
+        default=(),
+        description="every turn of a multi-turn episode ({role, text, tool}: model turns and tool observations)",
+    )
     generate_s: float = Field(default=0.0, ge=0)
     verify_s: float = Field(default=0.0, ge=0)
     chunk: int = Field(default=0, ge=0, description="the part file the sample was written in")

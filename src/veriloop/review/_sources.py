@@ -96,6 +96,7 @@ def _eval_fields(sample: EvalSample, run: str, label: str, position: int) -> dic
         "domain": sample.domain,
         "prompt": sample.prompt,
         "response": sample.response,
+        "turns": tuple(ReviewTurn(role=t["role"], text=t["text"], tool=t["tool"] or None) for t in sample.episode),
         "reward": sample.reward,
         "passed": sample.passed,
         "status": sample.status,
