@@ -313,8 +313,11 @@ class _HFStepper:
 
     def kept(self, row: int) -> list[LayerKV]:
         """Keys and values (kv_heads, T, head_dim) per layer of the T tokens cache row ``row`` has run."""
-        real = self.attention[row].bool()
-        return [(layer.keys[row][:, real], layer.values[row][:, real]) for layer in self.cache.layers]
+        real = self.attention[row].nonzero()[:, 0]  # (T,) slots holding real tokens
+        return [
+            (layer.keys[row].index_select(1, real), layer.values[row].index_select(1, real))
+            for layer in self.cache.layers
+        ]
 
     def close(self) -> None:
         self.cache = None
@@ -378,8 +381,8 @@ class _LeanStepper:
 
     def kept(self, row: int) -> list[LayerKV]:
         """Keys and values (kv_heads, T, head_dim) per layer of the T tokens cache row ``row`` has run."""
-        real = self.key_mask[row, : self.slot]
-        return [(key[row, :, : self.slot][:, real], value[row, :, : self.slot][:, real]) for key, value in self.cache]
+        real = self.key_mask[row, : self.slot].nonzero()[:, 0]  # (T,) slots holding real tokens
+        return [(key[row].index_select(1, real), value[row].index_select(1, real)) for key, value in self.cache]
 
 
 def _keep_sessions(

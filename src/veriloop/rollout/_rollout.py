@@ -151,8 +151,6 @@ def summarize_rollout(
         else sum(len(x.token_ids) for x in t.turns if x.role == "assistant")
         for t in trajectories
     )
-    context_tokens = [n for t in trajectories for n in t.context_tokens]
-    episodes = max(len(trajectories), 1)
     scored = [t for t in trajectories if t.score is not None and t.score.status == "scored"]
     tools_s = sum(t.timings.get("tools_s", 0.0) for t in trajectories)
     wall = max(wall_s, 1e-9)
@@ -170,8 +168,18 @@ def summarize_rollout(
         pass_rate=round(sum(t.score.passed for t in scored) / len(trajectories), 4) if trajectories else 0.0,
         infra_errors=len(trajectories) - len(scored),
         stop_reasons=dict(Counter(t.stop_reason for t in trajectories)),
-        context_tokens_mean=round(sum(context_tokens) / len(context_tokens), 2) if context_tokens else 0.0,
-        context_tokens_max=max(context_tokens, default=0),
-        truncations_per_episode=round(sum(t.truncations for t in trajectories) / episodes, 4),
-        drops_per_episode=round(sum(t.drops for t in trajectories) / episodes, 4),
+        **context_summary(trajectories),
     )
+
+
+def context_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """Context figures of a set of episodes: tokens in the model's context at the start of its
+    turns (mean and max over every turn), truncations and drops per episode."""
+    context_tokens = [n for t in trajectories for n in t.context_tokens]
+    episodes = max(len(trajectories), 1)
+    return {
+        "context_tokens_mean": round(sum(context_tokens) / len(context_tokens), 2) if context_tokens else 0.0,
+        "context_tokens_max": max(context_tokens, default=0),
+        "truncations_per_episode": round(sum(t.truncations for t in trajectories) / episodes, 4),
+        "drops_per_episode": round(sum(t.drops for t in trajectories) / episodes, 4),
+    }
