@@ -91,3 +91,13 @@ def test_the_eval_summary_has_the_context_figures():
         "truncations_per_episode": 0.5,
         "drops_per_episode": 1.0,
     }
+
+
+def test_segments_survive_the_trajectory_store(tmp_path):
+    from veriloop.rollout import TrajectoryStore
+
+    store = TrajectoryStore(tmp_path / "trajectories")
+    store.append([_rewritten(), _plain()])
+    back = list(store)
+    assert back[0].contexts() == _rewritten().contexts() and back[0].drops == 1
+    assert back[1].segments == () and back[1].truncations == 1
