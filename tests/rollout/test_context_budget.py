@@ -91,14 +91,14 @@ def test_truncate_cuts_the_observation_in_the_middle(scripted_engine, sandbox, u
 def test_drop_oldest_keeps_the_prompt_and_trains_each_context_the_model_saw(
     scripted_engine, sandbox, unbounded, reuse_kv
 ):
-    budget = unbounded.context_tokens[2] + TURN_TOKENS  # the third observation needs room
+    budget = unbounded.context_tokens[3] + TURN_TOKENS  # the fourth observation needs room
     trajectory, metrics = _episode(
         scripted_engine, sandbox, context_budget=budget, context_policy="drop_oldest", reuse_kv=reuse_kv
     )
     assert trajectory.drops >= 1 and len(trajectory.segments) >= 1
     assert metrics.drops_per_episode == trajectory.drops and metrics.context_tokens_max <= budget - TURN_TOKENS
     assert all(n + TURN_TOKENS <= budget for n in trajectory.context_tokens)
-    assert len(trajectory.context_tokens) > 3  # dropping made room for more turns
+    assert len(trajectory.context_tokens) > 4  # dropping made room for more turns
     last = scripted_engine.tokenizer.decode(list(trajectory.completion_ids))
     assert DROPPED_OBSERVATION in last
     assert not any(
