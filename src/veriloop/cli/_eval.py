@@ -38,6 +38,12 @@ def eval_(
     ),
     tools: str = typer.Option("", "--tools", help="tools episodes may call, comma-separated: python, shell, submit"),
     max_turns: int = typer.Option(1, "--max-turns", min=1, help="model turns per episode (with --tools)"),
+    context_budget: int | None = typer.Option(
+        None, "--context-budget", help="most tokens in the model's context during a turn (local models)"
+    ),
+    context_policy: str = typer.Option(
+        "stop", "--context-policy", help="when an observation would break the budget: truncate, drop_oldest, stop"
+    ),
 ) -> int:
     """Evaluate a model on task sets; writes OUT/summary.json and OUT/samples.parquet.
 
@@ -67,7 +73,9 @@ def eval_(
             temperature=temperature,
             max_tokens=max_tokens,
             seed=seed,
-            episode=eval_episode_config(temperature, max_tokens, _tool_names(tools), max_turns),
+            episode=eval_episode_config(
+                temperature, max_tokens, _tool_names(tools), max_turns, context_budget, context_policy
+            ),
             registry=registry,
             export_failures=export_failures,
             train_tasks=train or None,

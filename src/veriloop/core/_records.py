@@ -201,8 +201,11 @@ class ExecResult(Record):
         return self.status == "ok"
 
 
-StopReason = Literal["done", "max_tokens", "max_turns", "repetition", "repeated_action", "predicate", "error"]
-"""Why an episode ended: ``done`` (answered or submitted), a budget, or an early stop."""
+StopReason = Literal[
+    "done", "max_tokens", "max_turns", "repetition", "repeated_action", "predicate", "error", "context_budget"
+]
+"""Why an episode ended: ``done`` (answered or submitted), a budget, or an early stop.
+``context_budget``: the next turn did not fit the episode's context budget."""
 
 
 class Turn(Record):
@@ -224,12 +227,47 @@ class Turn(Record):
         return self
 
 
+class Segment(Record):
+    """One context an episode's model saw, as a training row: ``prompt_ids`` then ``completion_ids``.
+
+    ``loss_mask`` is 1 on the tokens generated while this was the context, 0 on everything
+    else (observations, and earlier turns carried over from a previous segment);
+    ``logprobs`` are the sampler's log-probs where the mask is 1, 0.0 elsewhere.
+    """
+
+    prompt_ids: tuple[int, ...] = ()
+    completion_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    loss_mask: tuple[int, ...] = ()
+
+    @model_validator(mode="after")
+    def _aligned(self) -> Segment:
+        _check_aligned(self.completion_ids, self.logprobs, self.loss_mask)
+        return self
+
+
+def _check_aligned(completion_ids: tuple[int, ...], logprobs: tuple[float, ...], loss_mask: tuple[int, ...]) -> None:
+    n = len(completion_ids)
+    if len(logprobs) not in (0, n) or len(loss_mask) not in (0, n):
+        raise ValueError(
+            f"completion_ids ({n}), logprobs ({len(logprobs)}) and loss_mask "
+            f"({len(loss_mask)}) must have the same length"
+        )
+    if any(m not in (0, 1) for m in loss_mask):
+        raise ValueError("loss_mask holds only 0 and 1")
+
+
 class Trajectory(Record):
     """One sampled episode, exactly as trained on.
 
     ``completion_ids`` is every token after the prompt: what the model generated and the
     observation tokens inserted between turns. ``loss_mask`` is 1 on generated tokens and 0 on
     observations; ``logprobs`` are the sampler's log-probs (0.0 where the mask is 0).
+
+    When a context budget rewrote the context mid-episode (older observations dropped), the
+    model saw several contexts: ``segments`` holds the earlier ones, and the fields above are
+    the last. Each generated token has mask 1 in exactly one of them, the one it was sampled
+    from; ``contexts()`` lists them all, in order, as training rows.
     """
 
     id: str
@@ -256,16 +294,27 @@ class Trajectory(Record):
         default=None, exclude=True, description="the final workspace, in memory only: stores keep it as a scene"
     )
     timings: dict[str, float] = Field(default_factory=dict, description="seconds per phase")
+    segments: tuple[Segment, ...] = Field(
+        default=(), description="earlier contexts, when a context budget rewrote the context (the last is above)"
+    )
+    context_tokens: tuple[int, ...] = Field(
+        default=(), description="tokens in the model's context at the start of each of its turns"
+    )
+    truncations: int = Field(default=0, ge=0, description="observations cut in the middle to fit the context budget")
+    drops: int = Field(default=0, ge=0, description="older observations dropped to fit the context budget")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _aligned(self) -> Trajectory:
-        n = len(self.completion_ids)
-        if len(self.logprobs) not in (0, n) or len(self.loss_mask) not in (0, n):
-            raise ValueError(
-                f"completion_ids ({n}), logprobs ({len(self.logprobs)}) and loss_mask "
-                f"({len(self.loss_mask)}) must have the same length"
-            )
-        if any(m not in (0, 1) for m in self.loss_mask):
-            raise ValueError("loss_mask holds only 0 and 1")
+        _check_aligned(self.completion_ids, self.logprobs, self.loss_mask)
         return self
+
+    def contexts(self) -> tuple[Segment, ...]:
+        """Every context the model saw, in order: the training rows of this trajectory."""
+        last = Segment(
+            prompt_ids=self.prompt_ids,
+            completion_ids=self.completion_ids,
+            logprobs=self.logprobs,
+            loss_mask=self.loss_mask,
+        )
+        return (*self.segments, last)

@@ -124,7 +124,14 @@ def open_engine(model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_A
     return create_engine("hf", model=str(directory), device=device), spec, True
 
 
-def eval_episode_config(temperature: float, max_tokens: int, tools: Sequence[str] = (), max_turns: int = 1) -> Any:
+def eval_episode_config(
+    temperature: float,
+    max_tokens: int,
+    tools: Sequence[str] = (),
+    max_turns: int = 1,
+    context_budget: int | None = None,
+    context_policy: str = "stop",
+) -> Any:
     """The ``EpisodeConfig`` of an eval (single-turn unless ``tools`` and ``max_turns`` say
     otherwise); out-of-range values are a UserError."""
     from pydantic import ValidationError
@@ -138,6 +145,8 @@ def eval_episode_config(temperature: float, max_tokens: int, tools: Sequence[str
             max_tokens_per_turn=max_tokens,
             tools=tuple(tools),
             stop=StopConfig(max_turns=max_turns),
+            context_budget=context_budget,
+            context_policy=context_policy,
         )
     except ValidationError as exc:
         raise UserError(f"eval settings: {describe_validation_error(exc)}") from None
@@ -195,6 +204,10 @@ def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -
         trajectory_id=trajectory.id,
         scene=trajectory.scene or "",
         environment=trajectory.environment or "",
+        context_tokens_max=max(trajectory.context_tokens, default=0),
+        context_tokens_sum=sum(trajectory.context_tokens),
+        truncations=trajectory.truncations,
+        drops=trajectory.drops,
     )
 
 

@@ -54,6 +54,10 @@ class EvalSample(Record):
     trajectory_id: str = Field(default="", description="the episode's id (veriloop replay takes it)")
     scene: str = Field(default="", description="sha256 of the final workspace kept in OUT/scenes (failed episodes)")
     environment: str = Field(default="", description="hash of the environment its tools and verifier ran in")
+    context_tokens_max: int = Field(default=0, ge=0, description="most tokens in the model's context at a turn's start")
+    context_tokens_sum: int = Field(default=0, ge=0, description="context tokens at each turn's start, summed")
+    truncations: int = Field(default=0, ge=0, description="observations cut to fit the context budget")
+    drops: int = Field(default=0, ge=0, description="older observations dropped to fit the context budget")
 
 
 def read_samples(path: str | os.PathLike[str]) -> list[EvalSample]:

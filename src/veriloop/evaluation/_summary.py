@@ -47,6 +47,19 @@ def score_block(samples: Sequence[EvalSample], max_k: int, confidence: float = 0
     }
 
 
+def _context_block(samples: Sequence[EvalSample]) -> dict[str, Any]:
+    """Tokens in the model's context at the start of its turns (mean over turns, max), and the
+    context budget's truncations and drops per episode."""
+    turns = sum(s.turns for s in samples if s.context_tokens_sum)
+    episodes = max(len(samples), 1)
+    return {
+        "tokens_mean_per_turn": _round(sum(s.context_tokens_sum for s in samples) / turns) if turns else 0.0,
+        "tokens_max": max((s.context_tokens_max for s in samples), default=0),
+        "truncations_per_episode": _round(sum(s.truncations for s in samples) / episodes),
+        "drops_per_episode": _round(sum(s.drops for s in samples) / episodes),
+    }
+
+
 def summarize(samples: Sequence[EvalSample], max_k: int, confidence: float = 0.95) -> dict[str, Any]:
     """The figures of a run: totals, per-domain blocks, infra errors, tokens and times."""
     by_domain: dict[str, list[EvalSample]] = {}
@@ -62,6 +75,7 @@ def summarize(samples: Sequence[EvalSample], max_k: int, confidence: float = 0.9
         "infra_error_tasks": len({s.task_id for s in infra}),
         "infra_error_details": dict(Counter(s.detail[:160] for s in infra).most_common(5)),
         "stop_reasons": dict(Counter(s.stop_reason for s in samples)),
+        "context": _context_block(samples),
         "tokens": {
             "completion": tokens,
             "mean_per_sample": _round(tokens / len(samples)) if samples else 0.0,

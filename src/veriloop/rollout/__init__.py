@@ -15,7 +15,14 @@ from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
 from veriloop.rollout._replay import ReplayEngine
-from veriloop.rollout._rollout import RolloutBatch, RolloutMetrics, arollout, rollout, summarize_rollout
+from veriloop.rollout._rollout import (
+    RolloutBatch,
+    RolloutMetrics,
+    arollout,
+    context_summary,
+    rollout,
+    summarize_rollout,
+)
 from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate, repeating_block
 from veriloop.rollout._tools import SandboxTools, format_observation
@@ -54,6 +61,7 @@ __all__ = [
     "SceneStore",
     "TrajectoryStore",
     "arollout",
+    "context_summary",
     "conversation",
     "create_engine",
     "format_observation",

@@ -4,6 +4,14 @@ An engine turns prompts into samples. Token-level engines (``hf``) take token-id
 report token ids and log-probs, which training needs; text-level engines (``openai``) take
 chat messages and are for evaluating served models. ``update_weights`` is where a trainer
 pushes new weights: an in-process vLLM engine fits the same interface.
+
+Sessions are an optional extension for multi-turn episodes. An engine whose ``keeps_sessions``
+is true accepts ``sessions=[key, ...]`` (one per prompt, ``n=1``) in ``generate`` and
+``agenerate``: a request continues the conversation of its key, and the engine may reuse
+what it computed for the key's earlier requests (the ``hf`` engine reuses keys and values,
+``_kv_sessions``). The samples must be those of a request without a session.
+``end_session(key)`` frees what the key kept. Engines without the attribute (``openai``,
+``replay``) are called without sessions.
 """
 
 from __future__ import annotations

@@ -3,7 +3,11 @@
 For token-level engines the chat template is applied once, to the prompt; afterwards the
 sequence grows only by what the model generated (loss mask 1) and by observation tokens
 (loss mask 0) rendered with the same template, so the training sequence is exactly what the
-model saw and produced.
+model saw and produced. A context budget may cut observations or rewrite the context; the
+trajectory is then trained as the contexts the model actually saw (``_context``).
+
+Engines that keep sessions (``hf``) continue each turn from the keys and values of the
+previous ones; the episode names its session and ends it when it returns.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from veriloop.core import (
     Message,
@@ -32,6 +36,12 @@ from veriloop.core import (
     snapshot_archive,
 )
 from veriloop.rollout._actions import Action, parse_action, tool_instructions
+from veriloop.rollout._context import (
+    DROPPED_OBSERVATION,
+    ContextPolicy,
+    TokenContext,
+    fit_by_truncation,
+)
 from veriloop.rollout._engine import Engine
 from veriloop.rollout._sampling import Sample, SamplingParams
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate
@@ -50,7 +60,32 @@ class EpisodeConfig(BaseModel):
         default=False, description="after a failing answer, show the verifier's feedback and go on"
     )
     max_observation_chars: int = Field(default=2000, ge=64, description="tool output shown to the model")
+    context_budget: int | None = Field(
+        default=None,
+        ge=16,
+        description="most tokens in the model's context during a turn (shown + new); None: unbounded. "
+        "Token-level engines only",
+    )
+    context_policy: ContextPolicy = Field(
+        default="stop",
+        description="when the next observation would break the budget: truncate (cut it in the middle), "
+        "drop_oldest (replace older observations by a marker, the prompt pinned) or stop",
+    )
+    reuse_kv: bool = Field(
+        default=True,
+        description="continue each turn from the keys and values of the previous ones (engines that keep "
+        "sessions); off: every turn prefills the whole context again",
+    )
     stop: StopConfig = Field(default_factory=StopConfig)
+
+    @model_validator(mode="after")
+    def _budget_leaves_a_turn(self) -> EpisodeConfig:
+        if self.context_budget is not None and self.context_budget <= self.max_tokens_per_turn:
+            raise ValueError(
+                f"context_budget ({self.context_budget}) must exceed max_tokens_per_turn "
+                f"({self.max_tokens_per_turn}): a turn's new tokens count against it"
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -73,14 +108,15 @@ Verify = Callable[[Task, Response], Awaitable[Score]]
 class _State:
     prompt_messages: list[dict[str, str]]
     messages: list[dict[str, str]]
-    prompt_ids: list[int]
-    completion_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    mask: list[int] = field(default_factory=list)
+    context: TokenContext
     turns: list[Turn] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=lambda: {"generate_s": 0.0, "tools_s": 0.0, "verify_s": 0.0})
     workspace: Any = None
     environment: str | None = None
+    session: str | None = None  # the engine session that keeps this episode's keys and values
+    context_tokens: list[int] = field(default_factory=list)  # context length at the start of each turn
+    truncations: int = 0
+    drops: int = 0
 
 
 def observation_ids(tokenizer: Any, messages: list[dict[str, str]], observations: list[dict[str, str]]) -> list[int]:
@@ -107,19 +143,29 @@ def _start(task: Task, engine: Engine, config: EpisodeConfig) -> _State:
     if engine.tokenizer is not None:
         prompt_ids = engine.encode_prompt(messages)  # type: ignore[attr-defined]
     workspace = Snapshot(archive=snapshot_archive(task.workspace_files())) if task.workspace is not None else None
-    return _State(prompt_messages=list(messages), messages=list(messages), prompt_ids=prompt_ids, workspace=workspace)
+    session = uuid.uuid4().hex if config.reuse_kv and getattr(engine, "keeps_sessions", False) else None
+    return _State(
+        prompt_messages=list(messages),
+        messages=list(messages),
+        context=TokenContext(prompt_ids),
+        workspace=workspace,
+        session=session,
+    )
 
 
 def prompt_tokens(task: Task, engine: Engine, config: EpisodeConfig) -> int | None:
     """Tokens of the episode's first prompt (chat template and tool instructions included);
     None for text-level engines, which have no tokenizer to count with."""
-    return len(_start(task, engine, config).prompt_ids) if engine.tokenizer is not None else None
+    return len(_start(task, engine, config).context.prompt_ids) if engine.tokenizer is not None else None
 
 
 async def _generate(engine: Engine, state: _State, params: SamplingParams) -> Sample:
-    prompt: Any = state.prompt_ids + state.completion_ids if engine.tokenizer is not None else state.messages
+    prompt: Any = state.context.ids if engine.tokenizer is not None else state.messages
     started = time.perf_counter()
-    [[sample]] = await engine.agenerate([prompt], params)
+    if state.session is not None:
+        [[sample]] = await engine.agenerate([prompt], params, sessions=[state.session])  # type: ignore[call-arg]
+    else:
+        [[sample]] = await engine.agenerate([prompt], params)
     state.timings["generate_s"] += time.perf_counter() - started
     return sample
 
@@ -130,17 +176,55 @@ def _assistant_text(engine: Engine, sample: Sample) -> str:
     return sample.text.removesuffix(eos) if eos and sample.finish_reason == "eos" else sample.text
 
 
-def _add_observation(engine: Engine, state: _State, text: str) -> None:
+def _add_observation(engine: Engine, state: _State, text: str, ids: list[int] | None = None) -> None:
+    """Show observation ``text`` (``ids``: its rendering, when already made)."""
     message = {"role": "tool", "content": text}
     if engine.tokenizer is not None:
-        ids = observation_ids(engine.tokenizer, state.messages, [message])
-        state.completion_ids += ids
-        state.logprobs += [0.0] * len(ids)
-        state.mask += [0] * len(ids)
+        ids = ids if ids is not None else observation_ids(engine.tokenizer, state.messages, [message])
+        state.context.add_observation(ids, len(state.messages))
     else:
         ids = []
     state.messages.append(message)
     state.turns.append(Turn(role="observation", text=text, token_ids=tuple(ids)))
+
+
+def _fit_observation(
+    engine: Engine, state: _State, config: EpisodeConfig, text: str
+) -> tuple[str, list[int] | None] | None:
+    """The observation as shown within the context budget, with its ids; None: stop the episode.
+
+    Applies ``config.context_policy`` (see ``_context``) when it does not fit as it is.
+    """
+    tokenizer = engine.tokenizer
+    if config.context_budget is None or tokenizer is None:
+        return text, None
+    context = state.context
+
+    def render(shown: str) -> list[int]:
+        return observation_ids(tokenizer, state.messages, [{"role": "tool", "content": shown}])
+
+    def room() -> int:
+        return cast(int, config.context_budget) - config.max_tokens_per_turn - len(context)
+
+    ids = render(text)
+    if len(ids) <= room():
+        return text, ids
+    if config.context_policy == "truncate":
+        fitted = fit_by_truncation(tokenizer, text, render, room())
+        state.truncations += fitted is not None
+        return fitted
+    if config.context_policy == "drop_oldest":
+        marker = {"role": "tool", "content": DROPPED_OBSERVATION}
+        while len(ids) > room():
+            marker_ids = observation_ids(tokenizer, state.messages, [marker])
+            oldest = context.droppable(len(marker_ids))
+            if oldest is None:
+                return None
+            context.replace(oldest, observation_ids(tokenizer, state.messages[: oldest.message], [marker]))
+            state.messages[oldest.message] = marker
+            state.drops += 1
+        return text, ids
+    return None
 
 
 async def run_episode(
@@ -157,13 +241,44 @@ async def run_episode(
 ) -> Trajectory:
     """Run one episode of ``task`` and return its trajectory (never raises for model behaviour)."""
     state = _start(task, engine, config)
+    try:
+        return await _run_turns(task, engine, config, verify, tools, state, seed, group_id, sample_index, predicate)
+    finally:
+        if state.session is not None:
+            engine.end_session(state.session)  # type: ignore[attr-defined]
+
+
+def _turn_budget(engine: Engine, state: _State, config: EpisodeConfig) -> tuple[int, str]:
+    """New tokens the next turn may generate, and the stop reason when that is none."""
+    budget = min(config.max_tokens_per_turn, config.stop.max_total_tokens - state.context.tokens)
+    if budget > 0 and config.context_budget is not None and engine.tokenizer is not None:
+        room = config.context_budget - len(state.context)
+        if room < budget:
+            return room, "context_budget"
+    return budget, "max_tokens"
+
+
+async def _run_turns(
+    task: Task,
+    engine: Engine,
+    config: EpisodeConfig,
+    verify: Verify,
+    tools: ToolExecutor | None,
+    state: _State,
+    seed: int | None,
+    group_id: str | None,
+    sample_index: int,
+    predicate: StopPredicate | None,
+) -> Trajectory:
     failures = FailureTracker(config.stop.max_repeated_failures)
     stop_reason, final_text, score = "max_turns", "", None
     for turn_index in range(config.stop.max_turns):
-        budget = min(config.max_tokens_per_turn, config.stop.max_total_tokens - len(state.completion_ids))
+        budget, short_reason = _turn_budget(engine, state, config)
         if budget <= 0:
-            stop_reason = "max_tokens"
+            stop_reason = short_reason
             break
+        if engine.tokenizer is not None:
+            state.context_tokens.append(len(state.context))
         params = SamplingParams(
             temperature=config.temperature,
             top_p=config.top_p,
@@ -173,11 +288,7 @@ async def run_episode(
         )
         sample = await _generate(engine, state, params)
         text = _assistant_text(engine, sample)
-        state.completion_ids += sample.token_ids
-        state.logprobs += (
-            sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else [0.0] * len(sample.token_ids)
-        )
-        state.mask += [1] * len(sample.token_ids)
+        state.context.add_generated(sample.token_ids, sample.logprobs)
         state.messages.append({"role": "assistant", "content": text})
         action = parse_action(text, config.tools) if config.tools else None
         state.turns.append(
@@ -220,8 +331,12 @@ async def run_episode(
         if predicate is not None and predicate(_predicate_view(state, action, observation)):
             stop_reason = "predicate"
             break
-        _add_observation(engine, state, observation.text[: config.max_observation_chars])
-        if len(state.completion_ids) >= config.stop.max_total_tokens:
+        fitted = _fit_observation(engine, state, config, observation.text[: config.max_observation_chars])
+        if fitted is None:
+            stop_reason = "context_budget"
+            break
+        _add_observation(engine, state, *fitted)
+        if state.context.tokens >= config.stop.max_total_tokens:
             stop_reason = "max_tokens"
             break
     if score is None:
@@ -263,7 +378,7 @@ def _generation_failed(task: Task, sample: Sample) -> Score:
 def _predicate_view(state: _State, action: Action | None, observation: Observation) -> dict[str, Any]:
     return {
         "turns": list(state.turns),
-        "tokens": len(state.completion_ids),
+        "tokens": state.context.tokens,
         "last_action": action,
         "last_failed": observation.failed,
         "last_observation": observation.text,
@@ -294,10 +409,14 @@ def _trajectory(
         group_id=group_id or task.id,
         sample_index=sample_index,
         prompt=tuple(Message(**m) for m in state.prompt_messages),
-        prompt_ids=tuple(state.prompt_ids),
-        completion_ids=tuple(state.completion_ids),
-        logprobs=tuple(state.logprobs),
-        loss_mask=tuple(state.mask),
+        prompt_ids=tuple(state.context.prompt_ids),
+        completion_ids=tuple(state.context.completion_ids),
+        logprobs=tuple(state.context.logprobs),
+        loss_mask=tuple(state.context.mask),
+        segments=tuple(state.context.segments),
+        context_tokens=tuple(state.context_tokens),
+        truncations=state.truncations,
+        drops=state.drops,
         turns=tuple(state.turns),
         response=final_text,
         reward=score.reward,

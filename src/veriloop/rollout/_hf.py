@@ -3,9 +3,11 @@
 The sampling loop is our own rather than ``model.generate`` so that it can (a) report the
 log-prob of every sampled token, (b) give every sample its own random stream, so a sample
 depends on its seed and not on which other requests shared its batch, (c) drop finished rows
-from the KV cache as it goes, (d) stop rows that loop, and (e) prefill a prompt shared by
-several rows (a group) once. ``bench/generate.py`` measures it against ``model.generate`` on
-the same model and batch.
+from the KV cache as it goes, (d) stop rows that loop, (e) prefill a prompt shared by
+several rows (a group) once, and (f) keep a conversation's keys and values between its turns
+(``_kv_sessions``), so a next turn prefills only its new tokens. ``bench/generate.py``
+measures it against ``model.generate`` on the same model and batch; ``bench/multiturn.py``
+measures (f) against re-prefilling every turn.
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ import asyncio
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from veriloop.core import UserError, ensure_strict_blas
 from veriloop.rollout._engine import ENGINES, Prompt
+from veriloop.rollout._kv_sessions import KVSessions, LayerKV
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._sampling import Sample, SamplingParams
 from veriloop.rollout._stopping import repeating_block
 
+_Row = tuple[Sequence[int], int | None, str | None]  # prompt ids, seed, session
 _STOP_TAIL_TOKENS = 16  # tokens decoded to look for a stop string that may span tokens
 
 
@@ -64,7 +69,9 @@ class HFEngine:
     """Token-level engine over a transformers model (CPU or GPU).
 
     ``model`` is a local directory or an already loaded model (then ``tokenizer`` is required;
-    a trainer passes its own model so that weight sync is free).
+    a trainer passes its own model so that weight sync is free). With ``kv_reuse``, requests
+    that name a session continue from the keys and values the session's previous turn left
+    (at most ``kv_session_mb`` MiB kept over all sessions, least recently used evicted).
     """
 
     name = "hf"
@@ -77,6 +84,8 @@ class HFEngine:
         dtype: str = "auto",
         max_batch_size: int = 64,
         lean: bool = True,
+        kv_reuse: bool = True,
+        kv_session_mb: int = 2048,
     ):
         self.blas = ensure_strict_blas()  # before the first matrix product: samples must not depend on their batch
         if isinstance(model, (str, Path)):
@@ -91,6 +100,9 @@ class HFEngine:
         self.max_batch_size = max_batch_size
         self.policy_version = 0
         self.busy_s = 0.0  # wall seconds spent sampling, summed over batches (utilisation metrics)
+        self.prefill_tokens = 0  # tokens run through prefill forwards, summed over batches
+        self.kv_reuse = kv_reuse
+        self.sessions = KVSessions(kv_session_mb * 2**20)
         self._lock = threading.Lock()  # one forward pass at a time on the shared model
         self._batcher: _Batcher | None = None
         eos = {tokenizer.eos_token_id}
@@ -115,22 +127,44 @@ class HFEngine:
             return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
         return [int(t) for t in prompt]
 
-    def generate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Sample]]:
-        rows = []
-        for prompt in prompts:
-            ids = self.encode_prompt(prompt)
-            for j in range(params.n):
-                seed = None if params.seed is None else params.seed + j
-                rows.append((ids, seed))
+    @property
+    def keeps_sessions(self) -> bool:
+        """Whether ``generate``/``agenerate`` honour ``sessions`` (see ``Engine``)."""
+        return self.kv_reuse
+
+    def generate(
+        self, prompts: Sequence[Prompt], params: SamplingParams, sessions: Sequence[str | None] | None = None
+    ) -> list[list[Sample]]:
+        rows = self._rows(prompts, params, sessions)
         samples: list[Sample] = []
         for start in range(0, len(rows), self.max_batch_size):
             samples += self.sample_rows(rows[start : start + self.max_batch_size], params)
         return [samples[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]
 
-    async def agenerate(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Sample]]:
+    async def agenerate(
+        self, prompts: Sequence[Prompt], params: SamplingParams, sessions: Sequence[str | None] | None = None
+    ) -> list[list[Sample]]:
         if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
             self._batcher = _Batcher(self)
-        return await self._batcher.submit(prompts, params)
+        return await self._batcher.submit(self._rows(prompts, params, sessions), params)
+
+    def end_session(self, session: str) -> None:
+        """Drop what ``session`` kept (its conversation is over)."""
+        with self._lock:
+            self.sessions.release(session)
+
+    def _rows(
+        self, prompts: Sequence[Prompt], params: SamplingParams, sessions: Sequence[str | None] | None
+    ) -> list[_Row]:
+        """One (prompt ids, seed, session) row per sample."""
+        if sessions is not None and (len(sessions) != len(prompts) or params.n != 1):
+            raise ValueError("sessions: one per prompt, and only with n=1 (the samples of a prompt would diverge)")
+        rows = []
+        for i, prompt in enumerate(prompts):
+            ids = self.encode_prompt(prompt)
+            session = sessions[i] if sessions is not None else None
+            rows += [(ids, None if params.seed is None else params.seed + j, session) for j in range(params.n)]
+        return rows
 
     def update_weights(self, state_dict: dict[str, Any] | None, version: int) -> None:
         """Load ``state_dict`` (every weight, or a subset such as a trainer's trainable ones) and
@@ -141,16 +175,18 @@ class HFEngine:
                 if unexpected:
                     raise KeyError(f"weights the rollout model does not have: {', '.join(sorted(unexpected)[:5])}")
             self.policy_version = version
+            self.sessions.clear()  # keys and values of the old weights
 
     def close(self) -> None:
         self._batcher = None
+        self.sessions.clear()
 
-    def sample_rows(self, rows: Sequence[tuple[Sequence[int], int | None]], params: SamplingParams) -> list[Sample]:
-        """Sample one continuation per (prompt ids, seed) row, all in one batch."""
+    def sample_rows(self, rows: Sequence[tuple[Any, ...]], params: SamplingParams) -> list[Sample]:
+        """Sample one continuation per (prompt ids, seed[, session]) row, all in one batch."""
         with self._lock:
             started = time.perf_counter()
             try:
-                return _sample_batch(self, rows, params)
+                return _sample_batch(self, [(*row, None)[:3] for row in rows], params)
             finally:
                 self.busy_s += time.perf_counter() - started
 
@@ -166,6 +202,70 @@ def _filter_top_p(logits: Any, top_p: float) -> Any:
     return logits.masked_fill(drop, float("-inf"))
 
 
+@dataclass
+class _Prefill:
+    """What a batch prefills: each distinct item once (a group's shared prompt, a session's new tokens).
+
+    Item i continues ``reused_mask[i].sum()`` tokens whose keys and values a session kept;
+    they sit right-aligned in the first C cache slots, the item's new tokens after them.
+    """
+
+    input_ids: Any  # (P, S) new tokens, left-padded
+    attention: Any  # (P, S) 1 on real new tokens
+    positions: Any  # (P, S) positions of the new tokens in their sequence
+    reused_mask: Any  # (P, C) bool, slots holding reused keys and values
+    reused: tuple[LayerKV, ...]  # per layer (P, kv_heads, C, head_dim); empty when C == 0
+    row_item: Any  # (B,) the item of each row
+
+
+def _plan_prefill(engine: HFEngine, rows: Sequence[_Row], device: Any) -> _Prefill:
+    import torch
+
+    items: dict[tuple[str | None, tuple[int, ...]], int] = {}
+    reuse: list[tuple[int, tuple[LayerKV, ...]]] = []
+    row_item = []
+    for ids, _, session in rows:
+        kept, layers = engine.sessions.reusable(session, ids, engine.policy_version) if engine.kv_reuse else (0, ())
+        key = (session if kept else None, tuple(ids))
+        if key not in items:
+            items[key] = len(items)
+            reuse.append((kept, layers))
+        row_item.append(items[key])
+    suffixes = [ids[kept:] for (_, ids), (kept, _) in zip(items, reuse)]
+    width, reused_width = max(len(s) for s in suffixes), max(kept for kept, _ in reuse)
+    input_ids = torch.full((len(items), width), engine.pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(items), width), dtype=torch.long)
+    reused_mask = torch.zeros((len(items), reused_width), dtype=torch.bool)
+    for i, suffix in enumerate(suffixes):  # left padding
+        input_ids[i, width - len(suffix) :] = torch.tensor(suffix, dtype=torch.long)
+        attention[i, width - len(suffix) :] = 1
+        reused_mask[i, reused_width - reuse[i][0] :] = True
+    kept_counts = torch.tensor([kept for kept, _ in reuse])[:, None]
+    positions = kept_counts + (attention.cumsum(-1) - 1).clamp(min=0)  # (P, S)
+    reused: tuple[LayerKV, ...] = ()
+    if reused_width:
+        like = next(layers for kept, layers in reuse if kept)
+        reused = tuple(
+            (
+                key.new_zeros((len(items), *key.shape[:1], reused_width, *key.shape[2:])),
+                value.new_zeros((len(items), *value.shape[:1], reused_width, *value.shape[2:])),
+            )
+            for key, value in like
+        )
+        for i, (kept, layers) in enumerate(reuse):
+            for (key_slots, value_slots), (key, value) in zip(reused, layers):
+                key_slots[i, :, reused_width - kept :] = key
+                value_slots[i, :, reused_width - kept :] = value
+    return _Prefill(
+        input_ids.to(device),
+        attention.to(device),
+        positions.to(device),
+        reused_mask.to(device),
+        tuple((k.to(device), v.to(device)) for k, v in reused),
+        torch.tensor(row_item, device=device),
+    )
+
+
 class _HFStepper:
     """Prefill and decode through the model itself, with a transformers KV cache."""
 
@@ -176,14 +276,19 @@ class _HFStepper:
         self.cache = DynamicCache()
         self.cache_arg = _cache_argument(model)
 
-    def prefill(self, input_ids: Any, attention: Any, positions: Any, max_new: int, rows: Any) -> Any:
-        """Last-position logits (B, V) of each row's prompt: ``input_ids[rows]`` etc."""
-        input_ids, attention, positions = input_ids[rows], attention[rows], positions[rows]
-        self.attention = attention
+    def prefill(self, plan: _Prefill, max_new: int) -> Any:
+        """Last-position logits (B, V) of each row's prompt; every row runs its own prefill."""
+        import torch
+
+        rows = plan.row_item
+        self.attention = torch.cat([plan.reused_mask.long(), plan.attention], dim=1)[rows]  # (B, C + S)
+        for layer, (key, value) in enumerate(plan.reused):
+            self.cache.update(key[rows], value[rows], layer)
+        self.prefilled_tokens = int(plan.attention[rows].sum())
         out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=positions,
+            input_ids=plan.input_ids[rows],
+            attention_mask=self.attention,
+            position_ids=plan.positions[rows],
             use_cache=True,
             **{self.cache_arg: self.cache},
         )
@@ -206,6 +311,14 @@ class _HFStepper:
         self.cache.batch_select_indices(index)
         self.attention = self.attention[index]
 
+    def kept(self, row: int) -> list[LayerKV]:
+        """Keys and values (kv_heads, T, head_dim) per layer of the T tokens cache row ``row`` has run."""
+        real = self.attention[row].nonzero()[:, 0]  # (T,) slots holding real tokens
+        return [
+            (layer.keys[row].index_select(1, real), layer.values[row].index_select(1, real))
+            for layer in self.cache.layers
+        ]
+
     def close(self) -> None:
         self.cache = None
 
@@ -220,22 +333,38 @@ class _LeanStepper:
     def close(self) -> None:
         self.lean.unfuse()
 
-    def prefill(self, input_ids: Any, attention: Any, positions: Any, max_new: int, rows: Any) -> Any:
-        """Each distinct prompt (P, W) once; its rows (B,) then copy its KV cache.
+    def prefill(self, plan: _Prefill, max_new: int) -> Any:
+        """Each distinct item (P, S) once, after its reused keys and values; its rows (B,) then
+        copy its KV cache.
 
         The LM head runs on the B rows, as in decode steps: a sample's numbers do not depend
         on how many prompts shared its batch (small matmuls take other BLAS paths).
         """
         import torch
 
-        prompts, width = input_ids.shape
-        self.slot = width
-        self.key_mask = torch.cat([attention.bool(), attention.new_ones((prompts, max_new), dtype=torch.bool)], dim=1)
-        self.cache = self.lean.new_cache(prompts, width + max_new, self.lean.embed.weight)
+        items, width = plan.input_ids.shape
+        reused = plan.reused_mask.shape[1]
+        self.slot = reused + width
+        self.key_mask = torch.cat(
+            [plan.reused_mask, plan.attention.bool(), plan.attention.new_ones((items, max_new), dtype=torch.bool)],
+            dim=1,
+        )
+        self.cache = self.lean.new_cache(items, self.slot + max_new, self.lean.embed.weight)
+        for (key_cache, value_cache), (key, value) in zip(self.cache, plan.reused):
+            key_cache[:, :, :reused] = key
+            value_cache[:, :, :reused] = value
+        self.prefilled_tokens = int(plan.attention.sum())
         hidden = self.lean.forward(
-            input_ids, positions, self.key_mask[:, :width], self.cache, 0, last_only=True, head=False
+            plan.input_ids,
+            plan.positions,
+            self.key_mask[:, : self.slot],
+            self.cache,
+            reused,
+            last_only=True,
+            head=False,
         )  # (P, 1, H)
-        if prompts < len(rows):
+        rows = plan.row_item
+        if items < len(rows):
             self.select(rows)
         return self.lean.head(hidden[rows, -1])
 
@@ -250,30 +379,37 @@ class _LeanStepper:
         self.cache = [(k[index], v[index]) for k, v in self.cache]
         self.key_mask = self.key_mask[index]
 
+    def kept(self, row: int) -> list[LayerKV]:
+        """Keys and values (kv_heads, T, head_dim) per layer of the T tokens cache row ``row`` has run."""
+        real = self.key_mask[row, : self.slot].nonzero()[:, 0]  # (T,) slots holding real tokens
+        return [(key[row].index_select(1, real), value[row].index_select(1, real)) for key, value in self.cache]
 
-def _sample_batch(
-    engine: HFEngine, rows: Sequence[tuple[Sequence[int], int | None]], params: SamplingParams
-) -> list[Sample]:
+
+def _keep_sessions(
+    engine: HFEngine, stepper: Any, rows: Sequence[_Row], generated: list[list[int]], ended: list[tuple[int, int]]
+) -> None:
+    """Keep the keys and values of the rows that ended, (cache row, row) pairs, under their sessions.
+
+    A row has run its prompt and every generated token but the last (sampled, never fed back).
+    """
+    for cache_row, r in ended:
+        ids, _, session = rows[r]
+        if session is not None and engine.kv_reuse:
+            tokens = [*ids, *generated[r][:-1]]
+            engine.sessions.keep(session, tokens, stepper.kept(cache_row), engine.policy_version)
+
+
+def _sample_batch(engine: HFEngine, rows: Sequence[_Row], params: SamplingParams) -> list[Sample]:
     import torch
 
     model, tokenizer = engine.model, engine.tokenizer
     device = next(model.parameters()).device
     batch = len(rows)
-    # Distinct prompts (P, W), left-padded; the lean stepper prefills each once for all its rows.
-    distinct: dict[tuple[int, ...], int] = {}
-    row_prompt = [distinct.setdefault(tuple(ids), len(distinct)) for ids, _ in rows]
-    width = max(len(ids) for ids in distinct)
-    input_ids = torch.full((len(distinct), width), engine.pad_token_id, dtype=torch.long)
-    attention = torch.zeros((len(distinct), width), dtype=torch.long)
-    for ids, i in distinct.items():  # left padding
-        input_ids[i, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-        attention[i, width - len(ids) :] = 1
-    input_ids, attention = input_ids.to(device), attention.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (P, W)
+    plan = _plan_prefill(engine, rows, device)
     # (B, max_tokens) one uniform per row and step, from the row's own seed: inverse-CDF
     # sampling with it makes a sample depend on its seed alone, not on its batch mates.
     uniforms = torch.empty((batch, params.max_tokens))
-    for i, (_, seed) in enumerate(rows):
+    for i, (_, seed, _) in enumerate(rows):
         generator = torch.Generator(device="cpu")
         generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, (1,)).item()) + i)
         uniforms[i] = torch.rand(params.max_tokens, generator=generator)
@@ -287,11 +423,9 @@ def _sample_batch(
     stepper = _LeanStepper(engine.lean) if engine.lean is not None else _HFStepper(model)
     eos = engine.eos_token_ids
     with torch.inference_mode():
-        rows_index = torch.tensor(row_prompt, device=device)  # (B,) the prompt of each row
-        logits = stepper.prefill(
-            input_ids, attention, positions, params.max_tokens, rows_index
-        ).float()  # (B_active, V)
-        next_position = positions[rows_index, -1:] + 1  # (B_active, 1)
+        logits = stepper.prefill(plan, params.max_tokens).float()  # (B_active, V)
+        engine.prefill_tokens += stepper.prefilled_tokens
+        next_position = plan.positions[plan.row_item, -1:] + 1  # (B_active, 1)
         for step in range(params.max_tokens):
             scaled = logits / params.temperature if params.temperature > 0 else logits
             log_probs = torch.log_softmax(scaled, dim=-1)  # (B_active, V) the distribution trained on
@@ -303,7 +437,7 @@ def _sample_batch(
                 draw = uniforms[active_index, step : step + 1] * cdf[:, -1:]  # (B_active, 1)
                 chosen = torch.searchsorted(cdf, draw, right=True)[:, 0].clamp(max=logits.shape[-1] - 1)
             chosen_logprobs = log_probs.gather(-1, chosen[:, None])[:, 0].tolist()
-            keep = []
+            keep, ended = [], []
             for k, (r, token) in enumerate(zip(active, chosen.tolist())):
                 generated[r].append(token)
                 logprobs[r].append(chosen_logprobs[k])
@@ -314,6 +448,8 @@ def _sample_batch(
                     keep.append(k)
                 else:
                     finish[r] = reason
+                    ended.append((k, r))
+            _keep_sessions(engine, stepper, rows, generated, ended)
             if not keep:
                 break
             if len(keep) < len(active):
@@ -368,22 +504,18 @@ class _Batcher:
     def __init__(self, engine: HFEngine):
         self.engine = engine
         self.loop = asyncio.get_running_loop()
-        self._pending: list[
-            tuple[list[tuple[list[int], int | None]], SamplingParams, asyncio.Future[list[Sample]]]
-        ] = []
+        self._pending: list[tuple[list[_Row], SamplingParams, asyncio.Future[list[Sample]]]] = []
         self._worker: asyncio.Task[None] | None = None
 
-    async def submit(self, prompts: Sequence[Prompt], params: SamplingParams) -> list[list[Sample]]:
-        rows = []
-        for prompt in prompts:
-            ids = self.engine.encode_prompt(prompt)
-            rows += [(ids, None if params.seed is None else params.seed + j) for j in range(params.n)]
+    async def submit(self, rows: list[_Row], params: SamplingParams) -> list[list[Sample]]:
+        """Samples of ``rows`` (``params.n`` consecutive rows per prompt), grouped per prompt."""
+        prompts = len(rows) // params.n
         future: asyncio.Future[list[Sample]] = self.loop.create_future()
         self._pending.append((rows, params.model_copy(update={"n": 1, "seed": None}), future))
         if self._worker is None or self._worker.done():
             self._worker = self.loop.create_task(self._run())
         samples = await future
-        return [samples[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]
+        return [samples[i * params.n : (i + 1) * params.n] for i in range(prompts)]
 
     async def _run(self) -> None:
         while self._pending:
@@ -415,7 +547,7 @@ class _Batcher:
                     future.set_result(samples[offset : offset + len(item_rows)])
                 offset += len(item_rows)
 
-    def _sample_in_chunks(self, rows: list[tuple[list[int], int | None]], params: SamplingParams) -> list[Sample]:
+    def _sample_in_chunks(self, rows: list[_Row], params: SamplingParams) -> list[Sample]:
         out: list[Sample] = []
         for start in range(0, len(rows), self.engine.max_batch_size):
             out += self.engine.sample_rows(rows[start : start + self.engine.max_batch_size], params)

@@ -39,6 +39,10 @@ class RolloutMetrics:
     pass_rate: float
     infra_errors: int
     stop_reasons: dict[str, int]
+    context_tokens_mean: float = 0.0  # over every model turn: tokens in its context at its start
+    context_tokens_max: int = 0
+    truncations_per_episode: float = 0.0  # observations cut to fit the context budget
+    drops_per_episode: float = 0.0  # older observations dropped to fit the context budget
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,9 @@ def summarize_rollout(
     trajectories: Sequence[Trajectory], wall_s: float, sandbox_workers: int = 1, engine_busy_s: float = 0.0
 ) -> RolloutMetrics:
     generated = sum(
-        sum(t.loss_mask) if t.loss_mask else sum(len(x.token_ids) for x in t.turns if x.role == "assistant")
+        sum(sum(c.loss_mask) for c in t.contexts())
+        if t.loss_mask
+        else sum(len(x.token_ids) for x in t.turns if x.role == "assistant")
         for t in trajectories
     )
     scored = [t for t in trajectories if t.score is not None and t.score.status == "scored"]
@@ -162,4 +168,18 @@ def summarize_rollout(
         pass_rate=round(sum(t.score.passed for t in scored) / len(trajectories), 4) if trajectories else 0.0,
         infra_errors=len(trajectories) - len(scored),
         stop_reasons=dict(Counter(t.stop_reason for t in trajectories)),
+        **context_summary(trajectories),
     )
+
+
+def context_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """Context figures of a set of episodes: tokens in the model's context at the start of its
+    turns (mean and max over every turn), truncations and drops per episode."""
+    context_tokens = [n for t in trajectories for n in t.context_tokens]
+    episodes = max(len(trajectories), 1)
+    return {
+        "context_tokens_mean": round(sum(context_tokens) / len(context_tokens), 2) if context_tokens else 0.0,
+        "context_tokens_max": max(context_tokens, default=0),
+        "truncations_per_episode": round(sum(t.truncations for t in trajectories) / episodes, 4),
+        "drops_per_episode": round(sum(t.drops for t in trajectories) / episodes, 4),
+    }

@@ -19,7 +19,9 @@ class TokenBatch:
 
     ``input_ids``/``attention_mask``: (B, L) prompt + completion. Completion fields are (B, C):
     ``completion_ids``, ``loss_mask`` (1 on tokens the model generated), ``sampler_logprobs``.
-    ``prompt_lengths``: (B,) where each row's completion starts.
+    ``prompt_lengths``: (B,) where each row's completion starts. ``trajectory_index``: (B,) the
+    trajectory each row comes from: one row per context the model saw (``Trajectory.contexts``),
+    so a trajectory whose context a budget rewrote has several rows.
     """
 
     input_ids: torch.Tensor
@@ -28,6 +30,7 @@ class TokenBatch:
     completion_ids: torch.Tensor
     loss_mask: torch.Tensor
     sampler_logprobs: torch.Tensor
+    trajectory_index: torch.Tensor
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -37,16 +40,19 @@ class TokenBatch:
 
 
 def token_batch(trajectories: Sequence[Trajectory], pad_id: int) -> TokenBatch:
-    rows = len(trajectories)
-    width = max(len(t.prompt_ids) + len(t.completion_ids) for t in trajectories)
-    completion_width = max(max(len(t.completion_ids) for t in trajectories), 1)
+    """One row per context of each trajectory, in order (see ``TokenBatch``)."""
+    owners = [i for i, t in enumerate(trajectories) for _ in t.contexts()]
+    contexts = [c for t in trajectories for c in t.contexts()]
+    rows = len(contexts)
+    width = max(len(t.prompt_ids) + len(t.completion_ids) for t in contexts)
+    completion_width = max(max(len(t.completion_ids) for t in contexts), 1)
     input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
     attention = torch.zeros((rows, width), dtype=torch.long)
     completion = torch.full((rows, completion_width), pad_id, dtype=torch.long)
     mask = torch.zeros((rows, completion_width))
     sampler = torch.zeros((rows, completion_width))
     prompt_lengths = torch.zeros(rows, dtype=torch.long)
-    for i, t in enumerate(trajectories):
+    for i, t in enumerate(contexts):
         sequence = list(t.prompt_ids) + list(t.completion_ids)
         input_ids[i, : len(sequence)] = torch.tensor(sequence)
         attention[i, : len(sequence)] = 1
@@ -57,7 +63,7 @@ def token_batch(trajectories: Sequence[Trajectory], pad_id: int) -> TokenBatch:
             mask[i, :n] = torch.tensor(t.loss_mask, dtype=torch.float)
             if t.logprobs:
                 sampler[i, :n] = torch.tensor(t.logprobs)
-    return TokenBatch(input_ids, attention, prompt_lengths, completion, mask, sampler)
+    return TokenBatch(input_ids, attention, prompt_lengths, completion, mask, sampler, torch.tensor(owners))
 
 
 def completion_logprobs(

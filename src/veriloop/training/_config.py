@@ -41,6 +41,13 @@ class RolloutSection(Section):
         default=False,
         description="after a failing answer, show the verifier's feedback and let the model retry (up to max_turns)",
     )
+    context_budget: int | None = Field(
+        default=None, ge=16, description="most tokens in the model's context during a turn; None: unbounded"
+    )
+    context_policy: Literal["truncate", "drop_oldest", "stop"] = Field(
+        default="stop", description="when the next observation would break context_budget: truncate, drop_oldest, stop"
+    )
+    reuse_kv: bool = Field(default=True, description="continue each turn from the keys and values of the earlier ones")
     concurrency: int = Field(default=256, ge=1, description="episodes in flight at once")
     max_batch_size: int = Field(default=256, ge=1, description="rows per generation batch")
 

@@ -26,7 +26,7 @@ import torch
 
 from veriloop.algorithms import compute_advantages, kl_penalty, truncated_importance_weights
 from veriloop.core import Task, Trajectory, UserError, ensure_strict_blas, load_plugins
-from veriloop.rollout import HFEngine, LeanDecoder, TrajectoryStore, rollout
+from veriloop.rollout import HFEngine, LeanDecoder, TrajectoryStore, context_summary, rollout
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
 from veriloop.training._backends import rollout_backend_for
@@ -163,12 +163,14 @@ class RLTrainer:
         trajectories = [t for group in groups for t in group]
         # 4. Rewards, shaped: overlong answers penalised, KL as a reward penalty if asked.
         rewards, keep_mask = self._shaped_rewards(trajectories)  # (N,), (N,)
+        # One row per context the model saw (B >= N: a rewritten context trains as its segments).
         batch = token_batch(trajectories, self.engine.pad_token_id)
-        batch.loss_mask *= keep_mask[:, None]  # (N, C)
-        reference_logprobs = self._reference_logprobs(batch) if self.reference_needed else None  # (N, C)
+        owner = batch.trajectory_index  # (B,) the trajectory of each row
+        batch.loss_mask *= keep_mask[owner][:, None]  # (B, C)
+        reference_logprobs = self._reference_logprobs(batch) if self.reference_needed else None  # (B, C)
         if reference_logprobs is not None and algo.kl_mode == "reward":
-            kl = kl_penalty(batch.sampler_logprobs, reference_logprobs, algo.kl_estimator)  # (N, C)
-            rewards = rewards - algo.beta * (kl * batch.loss_mask).sum(1)
+            kl = kl_penalty(batch.sampler_logprobs, reference_logprobs, algo.kl_estimator)  # (B, C)
+            rewards = rewards - algo.beta * torch.zeros_like(rewards).index_add(0, owner, (kl * batch.loss_mask).sum(1))
         # 5. Advantages per group, from rewards put on a per-domain scale when the schedule normalises.
         if self.schedule is not None:
             rewards_scaled = self.schedule.normalize(rewards, [t.domain for t in trajectories], group_size)
@@ -178,7 +180,7 @@ class RLTrainer:
         # 6. Old log-probs: the sampler's, or recomputed (and the mismatch measured). Stale
         # samples (async) are corrected by pipeline.stale_correction.
         stale = sampled.policy_version < self.version
-        inputs, correction = self._loss_inputs(batch, advantages, reference_logprobs, stale)
+        inputs, correction = self._loss_inputs(batch, advantages[owner], reference_logprobs, stale)
         # 7. The objective (policy loss, KL, entropy) over micro-batches, accumulated; optimizer step.
         update = self._update(inputs)
         # 8. Weight sync: the new version goes to the rollout backend and tags later samples.
@@ -196,7 +198,7 @@ class RLTrainer:
                 "reward/mean": float(torch.tensor([t.reward for t in trajectories]).mean()),
                 "reward/shaped_mean": float(rewards.mean()),
                 "pass_rate": sum(t.score.passed for t in trajectories) / len(trajectories),
-                "response_tokens/mean": float(batch.loss_mask.sum(1).mean()),
+                "response_tokens/mean": float(batch.loss_mask.sum() / len(trajectories)),
             },
             queue_depth,
         )
@@ -240,6 +242,7 @@ class RLTrainer:
         counts = {"groups/no_signal": 0, "groups/infra_error": 0, "groups/sampled": 0}
         rounds, rollout_s, generated, engine_s, sandbox, verify_s = 0, 0.0, 0, 0.0, 0.0, 0.0
         all_rewards: list[float] = []
+        sampled: list[Trajectory] = []  # every episode of every round (context figures)
         version = self.backend.policy_version
         started = time.monotonic()
         while len(kept) < cfg.prompts_per_step and rounds <= (algo.max_refills if algo.dynamic_sampling else 0):
@@ -256,6 +259,7 @@ class RLTrainer:
             if self.schedule is not None:  # every group, kept or not, informs the curriculum
                 self.schedule.observe(batch.trajectories)
             rollout_s += batch.metrics.wall_s
+            sampled += batch.trajectories
             generated += batch.metrics.generated_tokens
             engine_s += batch.metrics.engine_busy_s
             sandbox += batch.metrics.sandbox_busy_fraction * batch.metrics.wall_s
@@ -295,6 +299,7 @@ class RLTrainer:
                 "util/engine_busy_s": engine_s,
                 "util/sandbox_busy_fraction": sandbox / max(rollout_s, 1e-9),
                 "util/verify_busy_s": verify_s,  # summed over episodes (code verifiers: time in the sandbox)
+                **{f"context/{name}": value for name, value in context_summary(sampled).items()},
             },
             draws,
             copy.deepcopy(self.sampler.state),
@@ -309,7 +314,7 @@ class RLTrainer:
         keep = torch.ones(len(trajectories))
         limit = cfg.max_tokens * cfg.max_turns
         for i, t in enumerate(trajectories):
-            length = sum(t.loss_mask)
+            length = sum(sum(c.loss_mask) for c in t.contexts())
             if algo.overlong == "penalty" and length > limit - algo.overlong_buffer:
                 excess = (length - (limit - algo.overlong_buffer)) / algo.overlong_buffer
                 rewards[i] -= algo.overlong_penalty * min(1.0, excess)

@@ -63,6 +63,9 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
         max_tokens_per_turn=rollout.max_tokens,
         tools=rollout.tools,
         feedback_on_fail=rollout.feedback_on_fail,
+        context_budget=rollout.context_budget,
+        context_policy=rollout.context_policy,
+        reuse_kv=rollout.reuse_kv,
         stop=StopConfig(max_turns=rollout.max_turns, max_total_tokens=rollout.max_tokens * rollout.max_turns * 4),
     )
 
