@@ -62,6 +62,7 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
         top_p=rollout.top_p,
         max_tokens_per_turn=rollout.max_tokens,
         tools=rollout.tools,
+        tool_instructions=rollout.tool_instructions,
         feedback_on_fail=rollout.feedback_on_fail,
         stop=StopConfig(max_turns=rollout.max_turns, max_total_tokens=rollout.max_tokens * rollout.max_turns * 4),
     )
