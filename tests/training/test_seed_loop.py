@@ -53,6 +53,41 @@ def test_demonstrations_carry_each_domains_mistake_in_its_share():
     assert sum(g != t.gold for g, t in zip(guesses, guessed)) >= len(guessed) - 1
 
 
+def test_the_demonstrated_tool_use_runs_in_the_sandbox_and_passes_while_a_guess_fails(tmp_path):
+    from veriloop.core import write_jsonl
+    from veriloop.rollout import ReplayEngine, rollout
+    from veriloop.training._rollout_worker import sandbox_tools
+    from veriloop.training._seed_loop import SeedLoopConfig, eval_episode
+
+    tasks = generate_tasks("tool-arithmetic", seed=4, size=2, min_digits=3, max_digits=3)
+    expression = tasks[0].metadata["expression"]
+    script = [
+        {
+            "prompt": tasks[0].prompt,
+            "turns": [f"<run_python>print({expression})</run_python>", f"<submit>{tasks[0].gold}</submit>"],
+        },
+        {"prompt": tasks[1].prompt, "turns": ["<submit>12345</submit>"]},
+    ]
+    write_jsonl(tmp_path / "script.jsonl", script)
+    tools = sandbox_tools(("python", "submit"), 1)
+    try:
+        batch = rollout(tasks, ReplayEngine(tmp_path / "script.jsonl"), eval_episode(SeedLoopConfig()), tools=tools)
+    finally:
+        tools.close()
+    used, guessed = batch.trajectories
+    assert [t.role for t in used.turns] == ["assistant", "observation", "assistant"]
+    assert used.turns[1].text == f"{tasks[0].gold}\n"  # computed by the sandbox's python, not the script
+    assert used.score.passed and used.response == tasks[0].gold
+    assert not guessed.score.passed and len(guessed.turns) == 1
+    assert all(m.role != "system" for m in used.prompt)  # tool_instructions off: the prompt is the question
+    from veriloop.rollout import EpisodeConfig
+
+    [described] = rollout(
+        tasks[1:], ReplayEngine(tmp_path / "script.jsonl"), EpisodeConfig(tools=("submit",))
+    ).trajectories
+    assert described.prompt[0].role == "system" and "<submit>" in described.prompt[0].content
+
+
 def test_slide_back_is_measured_against_the_best_earlier_check():
     from veriloop.training._seed_loop import slide_back_points
 
