@@ -138,6 +138,27 @@ def test_a_shrunken_seed_loop_runs_end_to_end(tmp_path, run_cli):
         assert made.returncode == 0, made.stderr
         stored = read_records(out / f"tasks/{domain}-heldout.jsonl", Task)
         assert read_records(redrawn, Task) == stored
+    evaluated = run_cli(
+        "eval",
+        "--model",
+        str(out / "final"),
+        "--tasks",
+        str(tmp_path / "tool.jsonl"),
+        "--samples",
+        "1",
+        "--max-tokens",
+        "24",
+        "--tools",
+        "python,submit",
+        "--max-turns",
+        "2",
+        "--no-tool-instructions",
+        "--out",
+        str(tmp_path / "eval-tool"),
+        timeout=300,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert set(json.loads((tmp_path / "eval-tool" / "summary.json").read_text())["domains"]) == {"tool"}
 
 
 def test_an_unknown_recipe_is_a_one_line_error(run_cli):

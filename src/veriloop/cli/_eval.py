@@ -38,6 +38,11 @@ def eval_(
     ),
     tools: str = typer.Option("", "--tools", help="tools episodes may call, comma-separated: python, shell, submit"),
     max_turns: int = typer.Option(1, "--max-turns", min=1, help="model turns per episode (with --tools)"),
+    tool_instructions: bool = typer.Option(
+        True,
+        "--tool-instructions/--no-tool-instructions",
+        help="with --tools, open each prompt with a system message describing them (off for models that learnt the tags)",
+    ),
 ) -> int:
     """Evaluate a model on task sets; writes OUT/summary.json and OUT/samples.parquet.
 
@@ -67,7 +72,7 @@ def eval_(
             temperature=temperature,
             max_tokens=max_tokens,
             seed=seed,
-            episode=eval_episode_config(temperature, max_tokens, _tool_names(tools), max_turns),
+            episode=eval_episode_config(temperature, max_tokens, _tool_names(tools), max_turns, tool_instructions),
             registry=registry,
             export_failures=export_failures,
             train_tasks=train or None,

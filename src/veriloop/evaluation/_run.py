@@ -124,9 +124,11 @@ def open_engine(model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_A
     return create_engine("hf", model=str(directory), device=device), spec, True
 
 
-def eval_episode_config(temperature: float, max_tokens: int, tools: Sequence[str] = (), max_turns: int = 1) -> Any:
+def eval_episode_config(
+    temperature: float, max_tokens: int, tools: Sequence[str] = (), max_turns: int = 1, tool_instructions: bool = True
+) -> Any:
     """The ``EpisodeConfig`` of an eval (single-turn unless ``tools`` and ``max_turns`` say
-    otherwise); out-of-range values are a UserError."""
+    otherwise; ``tool_instructions``: the tools' system message); out-of-range values are a UserError."""
     from pydantic import ValidationError
 
     from veriloop.core import describe_validation_error
@@ -137,6 +139,7 @@ def eval_episode_config(temperature: float, max_tokens: int, tools: Sequence[str
             temperature=temperature,
             max_tokens_per_turn=max_tokens,
             tools=tuple(tools),
+            tool_instructions=tool_instructions,
             stop=StopConfig(max_turns=max_turns),
         )
     except ValidationError as exc:

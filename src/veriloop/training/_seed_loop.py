@@ -12,8 +12,8 @@ The domains and the mistakes in their demonstrations:
 * ``code`` (``code-functions``): one-line functions graded by ``python_tests`` on hidden
   inputs in the sandbox; reward = pass fraction, less a small penalty for unsafe behaviour of
   the graded run. A share of the "x plus a, times b" demonstrations leave out the parentheses.
-* ``math`` (``arithmetic``, ``math`` verifier): the quickstart's sums, with its mistakes
-  (some two-operand answers off by 1-3, most three-operand answers off by +1).
+* ``math`` (``arithmetic``, ``math`` verifier): sums and differences of two numbers up to 19;
+  a share of the demonstrated answers are off by 1-3.
 * ``tool`` (``tool-arithmetic``): products of three-digit numbers; the demonstration runs the
   product with ``<run_python>``, reads the result and ``<submit>``s it, except a share that
   answers at once with a guess. The tool call runs in the sandbox.
@@ -61,13 +61,14 @@ class SeedLoopConfig(RecipeConfig):
     math_weight: float = Field(default=0.3, gt=0, description="share of math prompts in RL batches")
     tool_weight: float = Field(default=0.2, gt=0, description="share of tool-use prompts in RL batches")
     code_error: float = Field(default=0.5, ge=0, le=1, description="share of 'x plus a, times b' demos without ()")
+    two_operand_error: float = Field(default=0.3, ge=0, le=1, description="share of math demos off by 1-3")
     tool_error: float = Field(default=0.4, ge=0, le=1, description="share of tool-use demos that guess, no tool")
-    sft_steps: int = Field(default=400, ge=1, description="SFT optimizer steps")
+    sft_steps: int = Field(default=600, ge=1, description="SFT optimizer steps")
     sft_batch_size: int = Field(default=32, ge=1, description="conversations per SFT step")
     sft_lr: float = Field(default=1e-3, gt=0, description="SFT learning rate")
     rl_steps: int = Field(default=40, ge=1, description="GRPO steps")
     prompts_per_step: int = Field(default=16, ge=1, description="GRPO prompts per step")
-    max_tokens: int = Field(default=24, ge=4, description="tokens per model turn at most")
+    max_tokens: int = Field(default=40, ge=4, description="tokens per model turn at most")
     max_turns: int = Field(default=2, ge=2, description="model turns per episode (tool use: run, then submit)")
     seesaw_every: int = Field(default=10, ge=1, description="seesaw check of every domain every N RL steps")
     seesaw_tasks: int = Field(default=30, ge=1, description="held-out tasks per domain in a seesaw check")
@@ -137,7 +138,6 @@ DOMAINS = (
         lambda c: {
             "difficulty": 2,
             "operands": 2,
-            "max_operands": 3,
             "max_operand": 19,
             "operators": "+-",
             "verifier": "math",
@@ -238,16 +238,11 @@ def rl_config(config: SeedLoopConfig, base: Path, out: Path) -> TrainConfig:
 
 
 def eval_episode(config: SeedLoopConfig) -> Any:
-    """The held-out evaluation's episodes: the RL episodes' tools, turns and sampling."""
-    from veriloop.rollout import EpisodeConfig, StopConfig
+    """The held-out evaluation's episodes: the RL episodes' tools, turns and sampling (what
+    ``veriloop eval --tools python,submit --max-turns 2 --no-tool-instructions`` runs)."""
+    from veriloop.evaluation import eval_episode_config
 
-    return EpisodeConfig(
-        temperature=config.temperature,
-        max_tokens_per_turn=config.max_tokens,
-        tools=TOOLS,
-        tool_instructions=False,
-        stop=StopConfig(max_turns=config.max_turns, max_total_tokens=config.max_tokens * config.max_turns * 4),
-    )
+    return eval_episode_config(config.temperature, config.max_tokens, TOOLS, config.max_turns, tool_instructions=False)
 
 
 def run_seed_loop(config: SeedLoopConfig, progress: Report | None = None) -> dict[str, Any]:
