@@ -333,7 +333,8 @@ def slide_back_points(log: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def _step_statistics(rl_out: Path) -> dict[str, float]:
-    """Medians over RL steps: sandbox busy fraction, rollout tokens/s, inference:training time."""
+    """Medians over RL steps: the sandbox's busy fraction of rollout time (tool calls), rollout
+    tokens/s, inference:training time, verification seconds (code tests run in the sandbox)."""
     from veriloop.training._rl import read_metrics
 
     records = [r for r in read_metrics(rl_out) if "util/sandbox_busy_fraction" in r]
@@ -341,6 +342,7 @@ def _step_statistics(rl_out: Path) -> dict[str, float]:
         "sandbox_busy_fraction": "util/sandbox_busy_fraction",
         "rollout_tokens_per_s": "rollout_tokens_per_s",
         "inference_to_training": "util/inference_to_training",
+        "verify_busy_s": "util/verify_busy_s",  # summed over a step's episodes: code tests in the sandbox
         "step_s": "time/step_s",
     }
     return {name: round(statistics.median(r[key] for r in records), 3) for name, key in names.items() if records}
