@@ -13,7 +13,7 @@ TORCH_SPEC := torch==2.13.0
 VERL_VENV := .venv-verl
 VERL_STAMP := $(VERL_VENV)/.setup-stamp
 
-.PHONY: setup setup-verl lint test quickstart bench clean
+.PHONY: setup setup-verl lint test quickstart quickstart-seed-loop bench clean
 
 setup: $(STAMP)
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
@@ -62,6 +62,9 @@ test: setup lint setup-verl
 
 quickstart: setup
 	$(VENV)/bin/veriloop quickstart
+
+quickstart-seed-loop: setup
+	$(VENV)/bin/veriloop quickstart --recipe seed-loop
 
 bench: setup
 	@$(PY) -c "import trl" 2>/dev/null || $(PY) -m pip install -q -e ".[trl]"

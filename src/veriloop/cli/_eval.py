@@ -44,6 +44,11 @@ def eval_(
     context_policy: str = typer.Option(
         "stop", "--context-policy", help="when an observation would break the budget: truncate, drop_oldest, stop"
     ),
+    tool_instructions: bool = typer.Option(
+        True,
+        "--tool-instructions/--no-tool-instructions",
+        help="with --tools, open each prompt with a system message describing them (off for models that learnt the tags)",
+    ),
 ) -> int:
     """Evaluate a model on task sets; writes OUT/summary.json and OUT/samples.parquet.
 
@@ -74,7 +79,13 @@ def eval_(
             max_tokens=max_tokens,
             seed=seed,
             episode=eval_episode_config(
-                temperature, max_tokens, _tool_names(tools), max_turns, context_budget, context_policy
+                temperature,
+                max_tokens,
+                _tool_names(tools),
+                max_turns,
+                context_budget,
+                context_policy,
+                tool_instructions,
             ),
             registry=registry,
             export_failures=export_failures,

@@ -1,14 +1,61 @@
-"""``veriloop quickstart``: base model, SFT cold start, GRPO, held-out evaluation, report."""
+"""``veriloop quickstart``: base model, SFT cold start, GRPO, held-out evaluation, report.
+
+Two recipes: ``arithmetic`` (the default: one domain, exact answers) and ``seed-loop`` (code,
+math and tool use in one run, with domain weights, per-domain normalisation and the seesaw
+monitor; ``veriloop.training._seed_loop``).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import typer
 
 
+@dataclass(frozen=True)
+class Recipe:
+    config: Callable[[], type]  # the recipe's pydantic config class
+    run: Callable[[], Callable[..., dict[str, Any]]]
+    results: Callable[[dict[str, Any]], list[str]]  # the lines printed after the run
+
+
+def _arithmetic_results(summary: dict[str, Any]) -> list[str]:
+    gain = summary["heldout_pass@1_gain_points"]
+    low, high = summary["heldout_pass@1_gain_ci_points"]
+    return [
+        f"held-out pass@1: base {100 * summary['heldout_pass@1']['base']:.1f}% -> "
+        f"final {100 * summary['heldout_pass@1']['final']:.1f}% ({gain:+.1f} points, 95% CI {low:+.1f}..{high:+.1f})"
+    ]
+
+
+def _seed_loop_results(summary: dict[str, Any]) -> list[str]:
+    from veriloop.training._seed_loop import domain_results
+
+    return ["held-out pass@1 " + line for line in domain_results(summary)]
+
+
+def _training() -> Any:
+    import veriloop.training
+
+    return veriloop.training
+
+
+RECIPES = {
+    "arithmetic": Recipe(lambda: _training().QuickstartConfig, lambda: _training().run_quickstart, _arithmetic_results),
+    "seed-loop": Recipe(lambda: _training().SeedLoopConfig, lambda: _training().run_seed_loop, _seed_loop_results),
+}
+
+
 def quickstart(
     overrides: list[str] = typer.Argument(None, help="FIELD=VALUE settings, e.g. rl_steps=50 out=runs/qs"),
+    recipe: str = typer.Option(
+        "arithmetic", "--recipe", help="arithmetic (one domain) or seed-loop (code, math and tool use)"
+    ),
 ) -> int:
-    """Run the whole loop on CPU: writes runs/quickstart/{base,final,summary.json,report.html}.
+    """Run the whole loop on CPU: writes runs/quickstart/{base,final,summary.json,report.html}
+    (runs/seed-loop/... with --recipe seed-loop).
 
     Interrupted? Run it again: finished stages are kept and RL resumes from its checkpoint.
     """
@@ -18,8 +65,10 @@ def quickstart(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from veriloop.core import UserError, describe_validation_error
-    from veriloop.training import QuickstartConfig, run_quickstart
 
+    if recipe not in RECIPES:
+        raise UserError(f"--recipe {recipe!r}: unknown recipe; known: {', '.join(RECIPES)}")
+    chosen = RECIPES[recipe]
     fields = {}
     for item in overrides or []:
         key, sep, value = item.partition("=")
@@ -27,7 +76,7 @@ def quickstart(
             raise UserError(f"setting {item!r}: expected FIELD=VALUE, e.g. rl_steps=50")
         fields[key.strip()] = yaml.safe_load(value) if value.strip() else ""
     try:
-        config = QuickstartConfig.model_validate(fields)
+        config = chosen.config().model_validate(fields)
     except ValidationError as exc:
         raise UserError(f"quickstart: {describe_validation_error(exc)}") from None
     console = Console(stderr=True)
@@ -46,13 +95,9 @@ def quickstart(
                 bars[stage] = progress.add_task(stage, total=total, status="")
             progress.update(bars[stage], completed=done, total=total, status=status)
 
-        summary = run_quickstart(config, progress=report)
-    gain = summary["heldout_pass@1_gain_points"]
-    low, high = summary["heldout_pass@1_gain_ci_points"]
-    console.print(
-        f"held-out pass@1: base {100 * summary['heldout_pass@1']['base']:.1f}% -> "
-        f"final {100 * summary['heldout_pass@1']['final']:.1f}% ({gain:+.1f} points, 95% CI {low:+.1f}..{high:+.1f})"
-    )
+        summary = chosen.run()(config, progress=report)
+    for line in chosen.results(summary):
+        console.print(line)
     console.print(f"models:  {summary['base']}  {summary['final']}")
     console.print(f"summary: {config.out}/summary.json")
     console.print(f"report:  {summary['report']}")

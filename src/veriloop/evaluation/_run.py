@@ -131,9 +131,10 @@ def eval_episode_config(
     max_turns: int = 1,
     context_budget: int | None = None,
     context_policy: str = "stop",
+    tool_instructions: bool = True,
 ) -> Any:
     """The ``EpisodeConfig`` of an eval (single-turn unless ``tools`` and ``max_turns`` say
-    otherwise); out-of-range values are a UserError."""
+    otherwise; ``tool_instructions``: the tools' system message); out-of-range values are a UserError."""
     from pydantic import ValidationError
 
     from veriloop.core import describe_validation_error
@@ -144,6 +145,7 @@ def eval_episode_config(
             temperature=temperature,
             max_tokens_per_turn=max_tokens,
             tools=tuple(tools),
+            tool_instructions=tool_instructions,
             stop=StopConfig(max_turns=max_turns),
             context_budget=context_budget,
             context_policy=context_policy,

@@ -56,6 +56,9 @@ class EpisodeConfig(BaseModel):
     top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus sampling mass")
     max_tokens_per_turn: int = Field(default=256, ge=1, description="new tokens per model turn")
     tools: tuple[str, ...] = Field(default=(), description="enabled tools: python, shell, submit")
+    tool_instructions: bool = Field(
+        default=True, description="with tools, open the prompt with a system message describing them"
+    )
     feedback_on_fail: bool = Field(
         default=False, description="after a failing answer, show the verifier's feedback and go on"
     )
@@ -137,7 +140,7 @@ def observation_ids(tokenizer: Any, messages: list[dict[str, str]], observations
 
 def _start(task: Task, engine: Engine, config: EpisodeConfig) -> _State:
     messages = task.messages()
-    if config.tools:
+    if config.tools and config.tool_instructions:
         messages = [{"role": "system", "content": tool_instructions(config.tools)}, *messages]
     prompt_ids: list[int] = []
     if engine.tokenizer is not None:

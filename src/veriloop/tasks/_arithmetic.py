@@ -59,6 +59,7 @@ class ArithmeticOptions(GeneratorOptions):
         default="math", description="'math' reads the final answer from text; 'exact' wants only the number"
     )
     instruction: str = Field(default="", description="text appended to each question, e.g. an answer format")
+    domain: str = Field(default="arithmetic", min_length=1, description="domain name of the tasks")
 
     @field_validator("operators")
     @classmethod
@@ -136,7 +137,7 @@ def generate_arithmetic(options: ArithmeticOptions) -> list[Task]:
                 level,
                 len(LEVELS),
                 {"expression": expression},
-                domain="arithmetic",
+                domain=options.domain,
                 prompt=question,
                 verifier={"kind": options.verifier},
                 gold=str(evaluate(expression)),

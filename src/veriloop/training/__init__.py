@@ -7,6 +7,7 @@ from veriloop.training._heartbeat import Heartbeats, Stall, read_events
 from veriloop.training._ledger import Draw, PromptLedger, ledger_summary, read_ledger
 from veriloop.training._pipeline import AsyncSampler, SampledBatch
 from veriloop.training._quickstart import QuickstartConfig, run_quickstart
+from veriloop.training._seed_loop import SeedLoopConfig, run_seed_loop
 from veriloop.training._rl import RLTrainer, read_metrics, seed_everything
 from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, episode_config
 from veriloop.training._sft import SFTStep, read_conversations, run_sft, sft_loss, tokenize_conversation, train_sft
@@ -27,6 +28,7 @@ __all__ = [
     "SFTStep",
     "SampledBatch",
     "SamplerState",
+    "SeedLoopConfig",
     "SharedBackend",
     "Stall",
     "TaskSampler",
@@ -42,6 +44,7 @@ __all__ = [
     "read_ledger",
     "read_metrics",
     "run_quickstart",
+    "run_seed_loop",
     "run_sft",
     "seed_everything",
     "sft_loss",

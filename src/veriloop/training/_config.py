@@ -37,6 +37,11 @@ class RolloutSection(Section):
     max_tokens: int = Field(default=64, ge=1, description="new tokens per model turn")
     max_turns: int = Field(default=1, ge=1, description="model turns per episode")
     tools: tuple[str, ...] = Field(default=(), description="tools for multi-turn episodes: python, shell, submit")
+    tool_instructions: bool = Field(
+        default=True,
+        description="with tools, open each prompt with a system message describing them "
+        "(off: the model knows the tags from training, and prompts stay short)",
+    )
     feedback_on_fail: bool = Field(
         default=False,
         description="after a failing answer, show the verifier's feedback and let the model retry (up to max_turns)",

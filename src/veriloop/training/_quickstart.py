@@ -34,29 +34,39 @@ TRAIN_FILE, HELDOUT_FILE = "tasks/train.jsonl", "tasks/heldout.jsonl"
 RL_DIR, REPORT_FILE = "rl", "report.html"
 
 
-class QuickstartConfig(Section):
-    out: str = Field(default="runs/quickstart", description="where everything is written")
+class RecipeConfig(Section):
+    """Settings every quickstart recipe has; each recipe adds ``out``, ``sft_steps``,
+    ``sft_batch_size`` and ``sft_lr`` with defaults of its own."""
+
     seed: int = Field(default=0, description="seed for the model, demonstrations and training")
-    train_seed: int = Field(default=1, description="generator seed of the training split")
-    heldout_seed: int = Field(default=2, description="generator seed of the held-out split")
+    train_seed: int = Field(default=1, description="generator seed of the training split(s)")
+    heldout_seed: int = Field(default=2, description="generator seed of the held-out split(s)")
+    two_operand_error: float = Field(
+        default=0.2, ge=0, le=1, description="share of wrong two-operand arithmetic demonstrations"
+    )
+    three_operand_error: float = Field(
+        default=0.65, ge=0, le=1, description="share of +1 three-operand arithmetic demonstrations"
+    )
+    group_size: int = Field(default=8, ge=2, description="GRPO samples per prompt")
+    rl_lr: float = Field(default=1e-4, gt=0, description="GRPO learning rate")
+    eval_samples: int = Field(default=8, ge=1, description="samples per held-out task (pass@1 averaged over them)")
+    temperature: float = Field(default=1.0, gt=0, description="sampling temperature for RL and evaluation")
+
+
+class QuickstartConfig(RecipeConfig):
+    out: str = Field(default="runs/quickstart", description="where everything is written")
     train_size: int = Field(default=5000, ge=1, description="training tasks")
     heldout_size: int = Field(default=300, ge=1, description="held-out tasks")
     operands: int = Field(default=2, ge=2, description="fewest numbers per question")
     max_operands: int = Field(default=3, ge=2, description="most numbers per question")
     max_operand: int = Field(default=19, ge=1, description="largest number in a question")
     operators: str = Field(default="+-", description="operators used")
-    two_operand_error: float = Field(default=0.2, ge=0, le=1, description="share of wrong two-operand demonstrations")
-    three_operand_error: float = Field(default=0.65, ge=0, le=1, description="share of +1 three-operand demonstrations")
     sft_steps: int = Field(default=1000, ge=1, description="SFT optimizer steps")
     sft_batch_size: int = Field(default=64, ge=1, description="conversations per SFT step")
     sft_lr: float = Field(default=5e-4, gt=0, description="SFT learning rate")
     rl_steps: int = Field(default=140, ge=1, description="GRPO steps")
     prompts_per_step: int = Field(default=64, ge=1, description="GRPO prompts per step")
-    group_size: int = Field(default=8, ge=2, description="GRPO samples per prompt")
-    rl_lr: float = Field(default=1e-4, gt=0, description="GRPO learning rate")
     max_tokens: int = Field(default=6, ge=2, description="answer tokens at most")
-    eval_samples: int = Field(default=8, ge=1, description="samples per held-out task (pass@1 averaged over them)")
-    temperature: float = Field(default=1.0, gt=0, description="sampling temperature for RL and evaluation")
 
     def generator_args(self) -> list[str]:
         """``tasks generate`` arguments of both splits, without --seed, --size and --out."""
@@ -87,7 +97,7 @@ class QuickstartConfig(Section):
         }
 
 
-def _stage_done(path: Path) -> bool:
+def stage_done(path: Path) -> bool:
     return (path / "config.json").exists() and any(path.glob("*.safetensors"))
 
 
@@ -122,12 +132,7 @@ def demonstrations(config: QuickstartConfig, tasks: list[Task]) -> list[dict[str
     rng = random.Random(config.seed)
     rows = []
     for task in tasks:
-        answer = int(task.gold)
-        operands = len(task.metadata["expression"].split()) // 2 + 1
-        if operands == 2 and rng.random() < config.two_operand_error:
-            answer += rng.choice([-3, -2, -1, 1, 2, 3])
-        elif operands >= 3 and rng.random() < config.three_operand_error:
-            answer += 1
+        answer = demonstrated_sum(task, rng, config)
         rows.append(
             {
                 "messages": [{"role": "user", "content": task.prompt}, {"role": "assistant", "content": str(answer)}],
@@ -137,57 +142,95 @@ def demonstrations(config: QuickstartConfig, tasks: list[Task]) -> list[dict[str
     return rows
 
 
-def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> dict[str, Any]:
-    """Run (or continue) every stage; returns the summary also written to OUT/summary.json."""
-    from veriloop.evaluation import compare, load_run, run_eval
-    from veriloop.rollout import create_engine
-    from veriloop.training._model import save_final
-    from veriloop.training._rl import RLTrainer, read_metrics
-    from veriloop.training._sft import train_sft
-    from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
+def reporter(progress: Report | None) -> Report:
+    """``progress`` with an optional status, or a no-op when there is none."""
 
     def report(stage: str, done: int, total: int, status: str = "") -> None:
         if progress is not None:
             progress(stage, done, total, status)
 
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
+    return report
 
-    tiny = out / "tiny"
-    if not _stage_done(tiny):
-        init_tiny_model(tiny, TinyModelSpec(seed=config.seed))
-    report("model", 1, 1)
 
-    train, _, split = make_tasks(config, out)
-    report("tasks", 1, 1, f"{split['train_tasks']} train, {split['heldout_tasks']} held out")
+def sft_stage(
+    config: RecipeConfig, out: Path, tiny: Path, rows: Callable[[], list[dict[str, Any]]], report: Report
+) -> Path:
+    """OUT/base: ``tiny`` fine-tuned on the demonstrations ``rows()`` (written to OUT/sft.jsonl)
+    by ``config``'s sft_steps, sft_batch_size and sft_lr, unless it exists."""
+    steps = config.sft_steps
+    from veriloop.rollout import create_engine
+    from veriloop.training._model import save_final
+    from veriloop.training._sft import train_sft
 
     base = out / "base"
-    clock = time.perf_counter()
-    if not _stage_done(base):
-        sft_rows = demonstrations(config, train)
+    if not stage_done(base):
+        sft_rows = rows()
         write_jsonl(out / "sft.jsonl", sft_rows)
         engine = create_engine("hf", model=str(tiny))
         train_sft(
             engine.model,
             engine.tokenizer,
             [row["messages"] for row in sft_rows],
-            steps=config.sft_steps,
+            steps=steps,
             batch_size=config.sft_batch_size,
             lr=config.sft_lr,
             warmup_steps=20,
             seed=config.seed,
-            on_step=lambda s: report("sft", s.step + 1, config.sft_steps, f"loss {s.loss:.3f}"),
+            on_step=lambda s: report("sft", s.step + 1, steps, f"loss {s.loss:.3f}"),
         )
         save_final(engine.model, engine.tokenizer, base)
-    report("sft", config.sft_steps, config.sft_steps)
+    report("sft", steps, steps, "")
+    return base
+
+
+def demonstrated_sum(task: Task, rng: random.Random, config: RecipeConfig) -> int:
+    """An arithmetic task's demonstrated answer: some two-operand answers off by 1-3, most
+    three-operand answers off by +1 (the shares are ``config``'s)."""
+    answer = int(task.gold)
+    operands = len(task.metadata["expression"].split()) // 2 + 1
+    if operands == 2 and rng.random() < config.two_operand_error:
+        answer += rng.choice([-3, -2, -1, 1, 2, 3])
+    elif operands >= 3 and rng.random() < config.three_operand_error:
+        answer += 1
+    return answer
+
+
+def begin(config: RecipeConfig, progress: Report | None) -> tuple[Report, Path, Path]:
+    """A recipe's start: its reporter, OUT (made) and OUT/tiny, the untrained tiny model
+    (built unless it exists)."""
+    from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
+
+    report = reporter(progress)
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tiny = out / "tiny"
+    if not stage_done(tiny):
+        init_tiny_model(tiny, TinyModelSpec(seed=config.seed))
+    report("model", 1, 1, "")
+    return report, out, tiny
+
+
+def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> dict[str, Any]:
+    """Run (or continue) every stage; returns the summary also written to OUT/summary.json."""
+    from veriloop.evaluation import compare, load_run, run_eval
+    from veriloop.training._model import save_final
+    from veriloop.training._rl import RLTrainer, read_metrics
+
+    started = time.perf_counter()
+    report, out, tiny = begin(config, progress)
+    timings: dict[str, float] = {}
+
+    train, _, split = make_tasks(config, out)
+    report("tasks", 1, 1, f"{split['train_tasks']} train, {split['heldout_tasks']} held out")
+
+    clock = time.perf_counter()
+    base = sft_stage(config, out, tiny, lambda: demonstrations(config, train), report)
     timings["sft_s"] = time.perf_counter() - clock
 
     final = out / "final"
     clock = time.perf_counter()
     rl_out = out / RL_DIR
-    if not _stage_done(final):
+    if not stage_done(final):
         rl_config = TrainConfig.model_validate(
             {
                 "model": {"path": str(base)},
@@ -259,15 +302,22 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
     return summary
 
 
-def write_quickstart_report(out: Path, summary: dict[str, Any]) -> Path:
-    """OUT/report.html over both held-out evals and the RL run, led by ``quickstart_headline``."""
+def write_quickstart_report(
+    out: Path,
+    summary: dict[str, Any],
+    *,
+    title: str = "veriloop quickstart",
+    headline: Callable[[dict[str, Any]], str] | None = None,
+) -> Path:
+    """OUT/report.html over both held-out evals and the RL run, led by ``headline(summary)``
+    (default ``quickstart_headline``)."""
     from veriloop.evaluation import write_report
 
     return write_report(
         [out / "eval" / "base", out / "eval" / "final", out / RL_DIR],
         out / REPORT_FILE,
-        title="veriloop quickstart",
-        headline=quickstart_headline(summary),
+        title=title,
+        headline=(headline or quickstart_headline)(summary),
     )
 
 

@@ -62,6 +62,7 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
         top_p=rollout.top_p,
         max_tokens_per_turn=rollout.max_tokens,
         tools=rollout.tools,
+        tool_instructions=rollout.tool_instructions,
         feedback_on_fail=rollout.feedback_on_fail,
         context_budget=rollout.context_budget,
         context_policy=rollout.context_policy,
