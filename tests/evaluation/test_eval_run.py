@@ -89,6 +89,26 @@ def test_other_settings_in_the_same_directory_are_refused(finished, tiny_engine,
         run_eval(tiny_engine, task_file, samples=3, out=root / "base", max_tokens=8, seed=6, chunk_size=3)
 
 
+def test_a_run_started_before_newer_episode_settings_existed_still_resumes(finished, tiny_engine, task_file):
+    """Settings added to the episode config later are read at their defaults, not as changes."""
+    root, summary = finished
+    settings_file = root / "base" / "eval.json"
+    original = settings_file.read_text()
+    stored = json.loads(original)
+    for newer in ("context_budget", "context_policy", "reuse_kv", "tool_instructions"):
+        stored["episode"].pop(newer)
+    settings_file.write_text(json.dumps(stored))
+    again = run_eval(
+        tiny_engine, task_file, samples=3, out=root / "base", max_tokens=8, seed=5, chunk_size=3, record=False
+    )
+    assert again["created_at"] == summary["created_at"]
+    stored["episode"]["temperature"] = 0.5
+    settings_file.write_text(json.dumps(stored))
+    with pytest.raises(UserError, match=r"other settings \(episode differ\)"):
+        run_eval(tiny_engine, task_file, samples=3, out=root / "base", max_tokens=8, seed=5, chunk_size=3)
+    settings_file.write_text(original)
+
+
 def test_exported_failures_are_a_task_set_with_feedback(finished):
     root, summary = finished
     exported = load_tasks(root / "failures.jsonl")

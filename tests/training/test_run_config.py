@@ -58,3 +58,30 @@ def test_group_relative_estimators_need_two_samples_per_group(tiny_model_dir):
                 None, [f"model.path={tiny_model_dir}", "rollout.group_size=1", f"algorithm.advantage={estimator}"]
             )
     load_config(None, [f"model.path={tiny_model_dir}", "rollout.group_size=1", "algorithm.advantage=reinforce_pp"])
+
+
+def test_a_run_saved_before_newer_settings_existed_still_resumes(tiny_model_dir, tmp_path):
+    """Settings added later are read at their defaults, not as changes; a changed one still differs."""
+    import json
+
+    import pytest
+
+    from veriloop.core import UserError
+    from veriloop.training import load_config
+    from veriloop.training._run_config import CONFIG_FILE, check_and_save_run_config
+
+    config = load_config(None, [f"model.path={tiny_model_dir}"])
+    check_and_save_run_config(tmp_path, config, resuming=False)
+    saved = json.loads((tmp_path / CONFIG_FILE).read_text())
+    for section, field in (
+        ("rollout", "reuse_kv"),
+        ("rollout", "tool_instructions"),
+        ("optim", "activation_checkpointing"),
+    ):
+        saved[section].pop(field)
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(saved))
+    check_and_save_run_config(tmp_path, config, resuming=True)
+    saved["optim"]["lr"] = saved["optim"]["lr"] * 2
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(saved))
+    with pytest.raises(UserError, match="optim.lr"):
+        check_and_save_run_config(tmp_path, config, resuming=True)

@@ -154,6 +154,19 @@ def eval_episode_config(
         raise UserError(f"eval settings: {describe_validation_error(exc)}") from None
 
 
+def _with_defaults(episode: dict[str, Any]) -> dict[str, Any]:
+    """A stored episode config with the settings added since it was written at their defaults, so
+    an eval started by an earlier release resumes (a changed setting still differs)."""
+    from pydantic import ValidationError
+
+    from veriloop.rollout import EpisodeConfig
+
+    try:
+        return EpisodeConfig.model_validate(episode).model_dump(mode="json")
+    except ValidationError:
+        return episode  # not a config this release reads: it differs, and the resume is refused
+
+
 def _claim(out: Path, settings: EvalSettings) -> None:
     """Write ``eval.json`` in a new directory, or check it matches in an existing one."""
     if out.exists() and not out.is_dir():
@@ -164,6 +177,7 @@ def _claim(out: Path, settings: EvalSettings) -> None:
             previous = EvalSettings.model_validate_json(path.read_text(encoding="utf-8"))
         except ValueError:
             raise UserError(f"{path}: unreadable eval settings; delete {out} to start over") from None
+        previous = previous.model_copy(update={"episode": _with_defaults(previous.episode)})
         changed = [
             k for k in EvalSettings.model_fields if k != "task_files" and getattr(previous, k) != getattr(settings, k)
         ]

@@ -45,12 +45,23 @@ def _flat(config: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
+def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config with the settings added since it was written at their defaults, so a run
+    begun by an earlier release resumes (a setting that was changed still differs)."""
+    from pydantic import ValidationError
+
+    try:
+        return json.loads(TrainConfig.model_validate(saved).model_dump_json())
+    except ValidationError:
+        return saved
+
+
 def check_and_save_run_config(out: Path, config: TrainConfig, resuming: bool) -> None:
     """On resume, raise a UserError naming every changed field not allowed to change; then save."""
     path = out / CONFIG_FILE
     now = json.loads(config.model_dump_json())
     if resuming and path.is_file():
-        saved = _flat(json.loads(path.read_text(encoding="utf-8")))
+        saved = _flat(_with_defaults(json.loads(path.read_text(encoding="utf-8"))))
         current = _flat(now)
         allowed = ALWAYS_CHANGEABLE | set(config.run.resume_changes)
         changed = [
