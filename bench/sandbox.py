@@ -264,20 +264,32 @@ def main() -> None:
         parser.error(
             f"--only: unknown section(s) {', '.join(sorted(sections - {'rates', 'workspace', 'environment'}))}"
         )
-    if sections != {"rates", "workspace", "environment"}:
-        report = {"bench": "sandbox", "load_average_1m": [round(os.getloadavg()[0], 2)]}
+    load_before = os.getloadavg()[0]
+    report: dict = {"bench": "sandbox"}
+    if sections == {"rates", "workspace", "environment"}:
+        report.update(rates(args, snapshot_and_reset=True))
+        report["environment_import"] = environment_import(args.env) if args.env else None
+        report["mixed_load"] = mixed_load(200)
+    else:
+        if "rates" in sections:
+            report.update(rates(args, snapshot_and_reset=False))
         if "workspace" in sections:
             with Sandbox(limits=Limits(timeout_s=10, memory_mb=512), workers=1) as sb:
                 sb.run(["true"])
                 report["workspace_reset"] = workspace_reset(sb)
         if "environment" in sections and args.env:
             report["environment_import"] = environment_import(args.env)
-        print(json.dumps(report))
-        return
+    report["load_average_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    print(json.dumps(report))
+
+
+def rates(args: argparse.Namespace, snapshot_and_reset: bool) -> dict:
+    """Sandbox vs plain subprocess rates (alternating rounds), CPU per snippet, cold start; with
+    ``snapshot_and_reset`` also the snapshot and workspace-reset times on the same warm sandbox."""
     python = find_python()
     codes = snippets(args.snippets)
-    load_before = os.getloadavg()[0]
     plain_rates, box_rates, plain_lat, box_lat = [], [], [], []
+    extra = {}
     with Sandbox(limits=Limits(timeout_s=10, memory_mb=512), workers=WORKERS) as sb:
         sb.map_python(codes[:50])
         plain_round(python.executable, codes[:20])
@@ -288,31 +300,22 @@ def main() -> None:
             rate, lat = sandbox_round(sb, codes)
             box_rates.append(rate)
             box_lat += lat
-        snapshot = snapshot_times(sb, args.snapshot_files)
-        reset = workspace_reset(sb)
+        if snapshot_and_reset:
+            extra = {"snapshot": snapshot_times(sb, args.snapshot_files), "workspace_reset": workspace_reset(sb)}
     plain_rate, box_rate = statistics.median(plain_rates), statistics.median(box_rates)
-    print(
-        json.dumps(
-            {
-                "bench": "sandbox",
-                "workers": WORKERS,
-                "python": python.executable,
-                "python_version": python.version,
-                "snippets_per_round": args.snippets,
-                "rounds": args.rounds,
-                "plain_subprocess": {"per_s": round(plain_rate, 1), **_percentiles(plain_lat)},
-                "sandbox": {"per_s": round(box_rate, 1), **_percentiles(box_lat)},
-                "ratio": round(box_rate / plain_rate, 2),
-                "cpu_per_snippet": cpu_per_snippet(python.executable, codes),
-                "cold_start_ms": cold_start(python.executable),
-                "snapshot": snapshot,
-                "workspace_reset": reset,
-                "environment_import": environment_import(args.env) if args.env else None,
-                "mixed_load": mixed_load(200),
-                "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-            }
-        )
-    )
+    return {
+        "workers": WORKERS,
+        "python": python.executable,
+        "python_version": python.version,
+        "snippets_per_round": args.snippets,
+        "rounds": args.rounds,
+        "plain_subprocess": {"per_s": round(plain_rate, 1), **_percentiles(plain_lat)},
+        "sandbox": {"per_s": round(box_rate, 1), **_percentiles(box_lat)},
+        "ratio": round(box_rate / plain_rate, 2),
+        "cpu_per_snippet": cpu_per_snippet(python.executable, codes),
+        "cold_start_ms": cold_start(python.executable),
+        **extra,
+    }
 
 
 if __name__ == "__main__":
