@@ -88,6 +88,7 @@ def _batch(rows: int, tokens: int, prompt_tokens: int, vocab: int):
         completions,
         mask,
         torch.zeros(completions.shape),
+        torch.arange(rows),  # one row per trajectory
     )
 
 

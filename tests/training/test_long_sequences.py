@@ -33,7 +33,8 @@ def _batch() -> TokenBatch:
         input_ids[row, : len(sequence)], attention[row, : len(sequence)] = sequence, 1
         completions[row, :length], mask[row, :length] = completion, 1.0
         prompt_lengths[row] = len(prompt)
-    return TokenBatch(input_ids, attention, prompt_lengths, completions, mask, torch.zeros_like(mask))
+    owners = torch.arange(rows)  # one row per trajectory
+    return TokenBatch(input_ids, attention, prompt_lengths, completions, mask, torch.zeros_like(mask), owners)
 
 
 def _values_and_grads(model, batch, lean, **options):
