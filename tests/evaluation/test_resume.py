@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from veriloop.core import read_parquet_rows, write_jsonl
-from veriloop.evaluation import load_run, run_eval
+from veriloop.evaluation import EvalSample, load_run, run_eval
 from veriloop.tasks import generate_tasks
 
 VERILOOP = Path(sys.executable).with_name("veriloop")
@@ -64,7 +64,8 @@ def test_eval_resumes_after_sigkill(tiny_model_dir, tiny_engine, tmp_path):
     assert process.returncode == -signal.SIGKILL
     written = sorted((out / "parts").glob("part-*.parquet"))
     assert 1 <= len(written) < 4 and not (out / "summary.json").exists()
-    before = {(r["task_id"], r["sample_index"]): r for part in written for r in read_parquet_rows(part)}
+    rows = [EvalSample.model_validate(r).model_dump() for part in written for r in read_parquet_rows(part)]
+    before = {(r["task_id"], r["sample_index"]): r for r in rows}
 
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
