@@ -8,7 +8,7 @@ import json
 import pytest
 
 from veriloop.core import Task, read_records, write_jsonl
-from veriloop.evaluation import Judgment, JudgmentStore
+from veriloop.evaluation import JudgmentStore
 from veriloop.review import load_sources
 
 
@@ -17,22 +17,8 @@ def _judge(run, verdicts: dict[str, str], reviewer: str = "ana") -> None:
     store = JudgmentStore(run.parent / "evals.sqlite")
     samples = {s.sample_id: s for s in load_sources([run])}
     for sample_id, verdict in verdicts.items():
-        sample = samples[sample_id]
-        store.save(
-            Judgment(
-                run=sample.run,
-                sample_id=sample.sample_id,
-                task_id=sample.task_id,
-                domain=sample.domain,
-                verifier_kind=sample.verifier_kind,
-                verifier_version=sample.verifier_version,
-                verifier_passed=sample.passed,
-                verdict=verdict,
-                note="hedge: lists three numbers" if verdict == "should_fail" else "",
-                reviewer=reviewer,
-                response=sample.response,
-            )
-        )
+        note = "hedge: lists three numbers" if verdict == "should_fail" else ""
+        store.save(samples[sample_id].judgment(verdict, note, reviewer))
 
 
 @pytest.fixture

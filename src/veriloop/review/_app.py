@@ -23,7 +23,7 @@ from urllib.parse import parse_qs
 
 from pydantic import BaseModel, Field
 
-from veriloop.evaluation import Judgment, JudgmentStore, Verdict, agreement
+from veriloop.evaluation import JudgmentStore, Verdict, agreement
 from veriloop.review._pages import queue_page, review_page, stats_page
 from veriloop.review._sampler import QueueItem
 from veriloop.sandbox._service import is_loopback
@@ -135,21 +135,8 @@ def create_review_app(
     @api.post("/api/judgments")
     def save(judgment: JudgmentIn) -> dict[str, Any]:
         sample = item_at(judgment.position).sample
-        saved = store.save(
-            Judgment(
-                run=sample.run,
-                sample_id=sample.sample_id,
-                task_id=sample.task_id,
-                domain=sample.domain,
-                verifier_kind=sample.verifier_kind,
-                verifier_version=sample.verifier_version,
-                verifier_passed=sample.passed,
-                verdict=judgment.verdict,
-                note=judgment.note,
-                reviewer=judgment.reviewer.strip() or "anonymous",
-                response=sample.response,
-            )
-        )
+        reviewer = judgment.reviewer.strip() or "anonymous"
+        saved = store.save(sample.judgment(judgment.verdict, judgment.note, reviewer))
         return {
             "saved": saved.judgment_id,
             "created_at": saved.created_at,

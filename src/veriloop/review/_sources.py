@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from veriloop.core import Record, Task, Trajectory, UserError
-from veriloop.evaluation import EvalSample, load_run, verifier_version
+from veriloop.evaluation import EvalSample, Judgment, load_run, verifier_version
 from veriloop.evaluation._samples import SAMPLES_FILE, load_run_tasks
 from veriloop.tasks import load_tasks, question_text
 
@@ -60,6 +60,22 @@ class ReviewSample(Record):
     @property
     def key(self) -> str:
         return f"{self.run}::{self.sample_id}"
+
+    def judgment(self, verdict: str, note: str, reviewer: str) -> Judgment:
+        """A reviewer's verdict on this sample, as the run registry stores it."""
+        return Judgment(
+            run=self.run,
+            sample_id=self.sample_id,
+            task_id=self.task_id,
+            domain=self.domain,
+            verifier_kind=self.verifier_kind,
+            verifier_version=self.verifier_version,
+            verifier_passed=self.passed,
+            verdict=verdict,
+            note=note,
+            reviewer=reviewer,
+            response=self.response,
+        )
 
 
 def _with_task(fields: dict[str, Any], task: Task | None) -> dict[str, Any]:
