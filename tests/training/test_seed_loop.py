@@ -31,6 +31,36 @@ def test_tool_arithmetic_asks_for_a_product_and_judges_the_submitted_number():
     assert _score(task, str(a * b)).passed and not _score(task, str(a * b + 1)).passed
 
 
+def test_word_problems_golds_pass_the_math_verifier_and_each_level_adds_shapes():
+    for difficulty, shapes, pers in (
+        (1, {"groups", "bundles"}, {10}),
+        (3, {"groups", "bundles", "sharing"}, {10, 100, 1000}),
+    ):
+        tasks = generate_tasks("word-problems", seed=5, size=300, difficulty=difficulty)
+        assert {t.metadata["shape"] for t in tasks} == shapes
+        assert {t.metadata["per"] for t in tasks if t.metadata["shape"] == "groups"} == pers
+        for task in tasks[:40]:
+            assert _score(task, task.gold).passed and not _score(task, str(int(task.gold) + 1)).passed
+    [groups] = [t for t in generate_tasks("word-problems", seed=5, size=30) if t.metadata["shape"] == "groups"][:1]
+    count, per = groups.metadata["count"], groups.metadata["per"]
+    assert f"holds {per} " in groups.prompt and f"in {count} " in groups.prompt and groups.gold == str(count * per)
+    assert generate_tasks("word-problems", seed=5, size=30) == generate_tasks("word-problems", seed=5, size=30)
+
+
+def test_a_place_value_slip_is_always_a_wrong_answer():
+    import random
+
+    from veriloop.training._seed_loop import place_value_slip
+
+    rng = random.Random(0)
+    tasks = generate_tasks("word-problems", seed=6, size=400, difficulty=3)
+    for task in tasks:
+        slip = place_value_slip(task, rng)
+        assert slip != int(task.gold) and not _score(task, str(slip)).passed, task.prompt
+    bundle = next(t for t in tasks if t.metadata["shape"] == "bundles" and len(set(t.metadata["digits"])) > 1)
+    assert str(place_value_slip(bundle, rng)) == bundle.gold[::-1]
+
+
 def test_demonstrations_carry_each_domains_mistake_in_its_share():
     from veriloop.training._seed_loop import DOMAINS, SeedLoopConfig, demonstrations
 
@@ -51,6 +81,9 @@ def test_demonstrations_carry_each_domains_mistake_in_its_share():
     assert rows[used.id][3]["content"] == f"<submit>{used.gold}</submit>"
     guesses = [rows[t.id][1]["content"].removeprefix("<submit>").removesuffix("</submit>") for t in guessed]
     assert sum(g != t.gold for g, t in zip(guesses, guessed)) >= len(guessed) - 1
+    math = [t for t in tasks if t.domain == "math"]
+    slipped = sum(rows[t.id][-1]["content"] != t.gold for t in math) / len(math)
+    assert abs(slipped - config.math_error) < 0.06
 
 
 def test_the_demonstrated_tool_use_runs_in_the_sandbox_and_passes_while_a_guess_fails(tmp_path):

@@ -41,12 +41,6 @@ class RecipeConfig(Section):
     seed: int = Field(default=0, description="seed for the model, demonstrations and training")
     train_seed: int = Field(default=1, description="generator seed of the training split(s)")
     heldout_seed: int = Field(default=2, description="generator seed of the held-out split(s)")
-    two_operand_error: float = Field(
-        default=0.2, ge=0, le=1, description="share of wrong two-operand arithmetic demonstrations"
-    )
-    three_operand_error: float = Field(
-        default=0.65, ge=0, le=1, description="share of +1 three-operand arithmetic demonstrations"
-    )
     group_size: int = Field(default=8, ge=2, description="GRPO samples per prompt")
     rl_lr: float = Field(default=1e-4, gt=0, description="GRPO learning rate")
     eval_samples: int = Field(default=8, ge=1, description="samples per held-out task (pass@1 averaged over them)")
@@ -60,6 +54,12 @@ class QuickstartConfig(RecipeConfig):
     operands: int = Field(default=2, ge=2, description="fewest numbers per question")
     max_operands: int = Field(default=3, ge=2, description="most numbers per question")
     max_operand: int = Field(default=19, ge=1, description="largest number in a question")
+    two_operand_error: float = Field(
+        default=0.2, ge=0, le=1, description="share of wrong two-operand arithmetic demonstrations"
+    )
+    three_operand_error: float = Field(
+        default=0.65, ge=0, le=1, description="share of +1 three-operand arithmetic demonstrations"
+    )
     operators: str = Field(default="+-", description="operators used")
     sft_steps: int = Field(default=1000, ge=1, description="SFT optimizer steps")
     sft_batch_size: int = Field(default=64, ge=1, description="conversations per SFT step")
@@ -183,7 +183,7 @@ def sft_stage(
     return base
 
 
-def demonstrated_sum(task: Task, rng: random.Random, config: RecipeConfig) -> int:
+def demonstrated_sum(task: Task, rng: random.Random, config: QuickstartConfig) -> int:
     """An arithmetic task's demonstrated answer: some two-operand answers off by 1-3, most
     three-operand answers off by +1 (the shares are ``config``'s)."""
     answer = int(task.gold)

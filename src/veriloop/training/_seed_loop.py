@@ -12,8 +12,9 @@ The domains and the mistakes in their demonstrations:
 * ``code`` (``code-functions``): one-line functions graded by ``python_tests`` on hidden
   inputs in the sandbox; reward = pass fraction, less a small penalty for unsafe behaviour of
   the graded run. A share of the "x plus a, times b" demonstrations leave out the parentheses.
-* ``math`` (``arithmetic``, ``math`` verifier): sums and differences of two numbers up to 19;
-  a share of the demonstrated answers are off by 1-3.
+* ``math`` (``word-problems``, ``math`` verifier): short word problems on place value (groups
+  of ten or a hundred, bundles of hundreds, tens and ones); a share of the demonstrated answers
+  make a place-value slip (a zero too many or too few, the digits reversed).
 * ``tool`` (``tool-arithmetic``): products of three-digit numbers; the demonstration runs the
   product with ``<run_python>``, reads the result and ``<submit>``s it, except a share that
   answers at once with a guess. The tool call runs in the sandbox.
@@ -44,7 +45,6 @@ from veriloop.training._quickstart import (
     RecipeConfig,
     Report,
     begin,
-    demonstrated_sum,
     sft_stage,
     stage_done,
     write_quickstart_report,
@@ -61,7 +61,7 @@ class SeedLoopConfig(RecipeConfig):
     math_weight: float = Field(default=0.3, gt=0, description="share of math prompts in RL batches")
     tool_weight: float = Field(default=0.2, gt=0, description="share of tool-use prompts in RL batches")
     code_error: float = Field(default=0.5, ge=0, le=1, description="share of 'x plus a, times b' demos without ()")
-    two_operand_error: float = Field(default=0.3, ge=0, le=1, description="share of math demos off by 1-3")
+    math_error: float = Field(default=0.4, ge=0, le=1, description="share of math demos with a place-value slip")
     tool_error: float = Field(default=0.4, ge=0, le=1, description="share of tool-use demos that guess, no tool")
     sft_steps: int = Field(default=600, ge=1, description="SFT optimizer steps")
     sft_batch_size: int = Field(default=32, ge=1, description="conversations per SFT step")
@@ -111,8 +111,20 @@ def _code_demo(task: Task, rng: random.Random, config: SeedLoopConfig) -> list[d
     return _reply(task, f"def f({argument}):\n    return {body}")
 
 
+def place_value_slip(task: Task, rng: random.Random) -> int:
+    """A word problem's answer with a typical place-value slip: the digits of a bundle in reverse
+    order, otherwise (and when they read the same both ways) a zero too many or too few."""
+    answer = int(task.gold)
+    if task.metadata["shape"] == "bundles":
+        reversed_digits = int("".join(map(str, reversed(task.metadata["digits"]))))
+        if reversed_digits != answer:
+            return reversed_digits
+    return answer * 10 if rng.random() < 0.5 else answer // 10
+
+
 def _math_demo(task: Task, rng: random.Random, config: SeedLoopConfig) -> list[dict[str, str]]:
-    return _reply(task, str(demonstrated_sum(task, rng, config)))
+    answer = place_value_slip(task, rng) if rng.random() < config.math_error else int(task.gold)
+    return _reply(task, str(answer))
 
 
 def _tool_demo(task: Task, rng: random.Random, config: SeedLoopConfig) -> list[dict[str, str]]:
@@ -132,19 +144,7 @@ DOMAINS = (
         lambda c: {"max_constant": 9, "dynamic_cases": 8, "unsafe_behaviour_penalty": 0.1, "domain": "code"},
         _code_demo,
     ),
-    SeedDomain(
-        "math",
-        "arithmetic",
-        lambda c: {
-            "difficulty": 2,
-            "operands": 2,
-            "max_operand": 19,
-            "operators": "+-",
-            "verifier": "math",
-            "domain": "math",
-        },
-        _math_demo,
-    ),
+    SeedDomain("math", "word-problems", lambda c: {"difficulty": 2, "domain": "math"}, _math_demo),
     SeedDomain("tool", "tool-arithmetic", lambda c: {"min_digits": 3, "max_digits": 3, "domain": "tool"}, _tool_demo),
 )
 
