@@ -50,7 +50,7 @@ import time
 from veriloop.sandbox.sandboxed._frames import read_frame, write_all, write_frame, write_parts  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import PR_SET_DUMPABLE, drop_capabilities, libc  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import process_settings  # sandbox: strip
-from veriloop.sandbox.sandboxed._run import child_job, on_sigint  # sandbox: strip
+from veriloop.sandbox.sandboxed._run import child_job, on_sigint, read_hard_limits  # sandbox: strip
 from veriloop.sandbox.sandboxed._scratch import clean_scratch, prepare_scratch  # sandbox: strip
 from veriloop.sandbox.sandboxed._supervise import classify, ended_or_ending, kill_everything  # sandbox: strip
 from veriloop.sandbox.sandboxed._supervise import nothing_made_since, read_capped, supervise  # sandbox: strip
@@ -212,9 +212,7 @@ def send_reply(fd, reply):
     plan = reply.pop("snapshot")
     lengths = [len(blob) for blob in outputs] + ([plan[1]] if plan is not None else [])
     data = json.dumps(dict(reply, snapshot=plan is not None, blobs=lengths)).encode()
-    write_all(fd, struct.pack(">I", len(data)) + data)
-    for blob in outputs:
-        write_all(fd, blob)
+    write_parts(fd, [struct.pack(">I", len(data)), data, *outputs])  # one write: the host wakes once
     if plan is not None:
         stream_archive(fd, plan[0])
 
@@ -258,6 +256,7 @@ def main():
     CONTROL_OUT = control_out
     prepare_scratch()
     SETTINGS = process_settings()
+    read_hard_limits()
     release_free_heap()
     gc.freeze()  # a run's collections then skip the warm heap instead of copying its pages
     template = Template((control_in, control_out))  # before the first job: it never sees one
