@@ -255,3 +255,17 @@ def test_a_job_that_never_started_runs_on_a_fresh_server_as_if_nothing_happened(
         second = box.run_python("print('second')")  # the fault: this job never reached a run
         assert (second.status, second.stdout, second.sandbox_replaced) == ("ok", "second\n", False), second
         assert box.run_python("print('third')").stdout == "third\n"
+
+
+def test_an_answer_without_its_start_byte_is_not_trusted(monkeypatch):
+    """The start byte travels on a pipe of its own, read with the answer: an answer that came
+    without it is out of turn, so the run is reported killed and the server replaced."""
+    _faulty_server(
+        monkeypatch, "    write_all(STARTS_OUT, STARTED)", "globals()['STARTS_OUT'] = os.open(os.devnull, os.O_WRONLY)"
+    )
+    with Sandbox(limits=LIMITS, workers=1) as box:
+        assert box.run_python("print('first')").stdout == "first\n"
+        second = box.run_python("print('second')")
+        assert (second.status, second.stdout, second.sandbox_replaced) == ("killed", "", True), second
+        assert "out of turn" in second.detail
+        assert box.run_python("print('third')").stdout == "third\n"

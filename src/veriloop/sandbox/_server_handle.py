@@ -13,7 +13,9 @@ that it and any helper it keeps (the template runs are copied from) still run wi
 OOM score, nice value, scheduling policy and CPU affinity they had when first seen idle (the
 next run would inherit them); otherwise it is replaced first. The server writes one byte the
 moment it has handed the job to the run's process (``S``), or instead of that, for a job no
-process could be made for (``U``). A server lost before its ``S`` never started the run, and
+process could be made for (``U``), on a pipe of its own that the handle reads only with the
+answer or once the server is lost (so no run wakes the host for it). A server lost before
+its ``S`` never started the run, and
 neither did one that answered ``U``: the job goes to a fresh server, once, and the result is as
 if nothing had happened. A server lost after its ``S`` may have started the run, so the run is
 ``killed``: it is never run twice. Out-of-memory kills are counted from the moment
@@ -217,6 +219,7 @@ class ServerHandle:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr_tail = bytearray()
         self._ahead = bytearray()  # bytes of the server's answers read but not yet taken
+        self._starts: int | None = None  # the pipe of the byte before each answer (S or U)
         self._drainer: threading.Thread | None = None
         self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
         self._at_rest: _AtRest | None = None
@@ -225,6 +228,8 @@ class ServerHandle:
     def spawn(self) -> None:
         """Start the server process (returns at once; ``wait_ready`` waits for it)."""
         fds: list[int] = []
+        starts, starts_w = os.pipe()
+        os.set_blocking(starts, False)
         try:
             for _, _, content in self._launch.data:
                 read_end, write_end = os.pipe()
@@ -233,7 +238,7 @@ class ServerHandle:
                 fds.append(read_end)
             uid = self._launch.run_as
             drop = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
-            argv = self._launch.argv(fds)
+            argv = self._launch.argv(fds, last=(str(starts_w),))
             if self._cap is not None:  # join the memory cgroup first, so every process starts in it
                 argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self._cap.join_file, *argv]
             self._proc = subprocess.Popen(
@@ -243,14 +248,18 @@ class ServerHandle:
                 stderr=subprocess.PIPE,
                 env=HOST_ENV,
                 cwd="/",
-                pass_fds=fds,
+                pass_fds=[*fds, starts_w],
                 bufsize=0,
                 start_new_session=True,
                 **drop,
             )
+        except BaseException:
+            os.close(starts)
+            raise
         finally:
-            for fd in fds:
+            for fd in [*fds, starts_w]:
                 os.close(fd)
+        self._starts = starts
         self._stderr_tail = bytearray()
         self._ahead = bytearray()
         self._drainer = threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True)
@@ -285,8 +294,8 @@ class ServerHandle:
         proc = self._proc
         if proc is None or proc.poll() is not None or _exited(self._init_pidfd):
             return False
-        assert proc.stdout is not None
-        unread = len(self._ahead) + _unread_bytes(proc.stdout.fileno())
+        assert proc.stdout is not None and self._starts is not None
+        unread = len(self._ahead) + _unread_bytes(proc.stdout.fileno()) + _unread_bytes(self._starts)
         return unread == 0 and (self._at_rest is None or self._at_rest.unchanged())
 
     def _send(self, frame: list[bytes], deadline: float) -> None:
@@ -431,24 +440,31 @@ class ServerHandle:
         self._forget_oom_kills()
         deadline = time.monotonic() + budget  # counted from here: starting a server is not the run's time
         self._send(framed, deadline)
-        marker = self._marker(deadline)
-        reply = self._receive(deadline, max_bytes)
+        try:
+            reply = self._receive(deadline, max_bytes)
+        except _NeverStarted:
+            raise
+        except _Lost as exc:  # lost before its S: the run never started
+            if exc.status == "killed" and self._start_byte() != _STARTED:
+                raise _NeverStarted("the sandbox died before it started the run") from None
+            raise
+        marker = self._start_byte()
         if marker == _UNSERVED:
             raise _NeverStarted("the sandbox could not make the run's process")
+        if marker != _STARTED:
+            raise _Lost("killed", "the sandbox answered out of turn; it was replaced")
         return reply
 
-    def _marker(self, deadline: float) -> bytes:
-        """The byte before an answer: ``S`` once the server has handed the job to the run. A
-        server lost before it is a job that never started."""
-        proc = self._proc
-        if proc is None or proc.stdout is None or proc.stdout.closed:
-            raise _Lost("killed", "the sandbox was closed")
-        marker = self._read_exact(proc.stdout.fileno(), 1, deadline)
-        if marker not in (_STARTED, _UNSERVED):
-            if not marker:
-                raise _NeverStarted("the sandbox died before it started the run")
-            raise _Lost("killed", "the sandbox answered out of turn; it was replaced")
-        return marker
+    def _start_byte(self) -> bytes:
+        """What the server wrote on its pipe of start bytes since the last answer: ``S`` once it
+        handed the job to the run, ``U`` for a job no process was made for, nothing before
+        either. Read only with the answer or once the server is lost, when nothing more can come."""
+        if self._starts is None:
+            return b""
+        try:
+            return os.read(self._starts, 2)
+        except BlockingIOError:
+            return b""
 
     def _forget_oom_kills(self) -> None:
         """Out-of-memory kills so far (of an idle server, say) are not the next run's."""
@@ -483,6 +499,9 @@ class ServerHandle:
         at_rest, self._at_rest = self._at_rest, None
         if at_rest is not None:
             at_rest.close()
+        starts, self._starts = self._starts, None
+        if starts is not None:
+            os.close(starts)
         if proc is None:
             return
         if pidfd is not None:
