@@ -96,6 +96,27 @@ def test_a_run_after_the_idle_servers_helper_was_killed_runs_normally(lone):
     assert result.sandbox_replaced is False
 
 
+def test_a_run_whose_ready_process_was_killed_while_idle_runs_normally(lone):
+    """The process the template made ready for the next run, killed between runs: the server
+    finds it gone when it hands on the job, which never started and goes to a fresh server."""
+    for attempt in range(3):
+        lone.run_python("pass")
+        server = server_pid(lone)
+        [handle] = lone._backend._servers
+        if handle._at_rest is None or handle._at_rest._blind:
+            pytest.skip("this host cannot tell the sandbox's processes apart")
+        watched = set(handle._at_rest._seen)
+        children = Path(f"/proc/{server}/task/{server}/children")
+        wait_for(lambda children=children: len(children.read_text().split()) == 2)
+        helpers = children.read_text().split()
+        [ready] = [int(pid) for pid in helpers if int(pid) not in watched]
+        os.kill(ready, signal.SIGKILL)
+        wait_gone(ready)
+        result = lone.run_python(f"print('after {attempt}')")
+        assert (result.status, result.stdout) == ("ok", f"after {attempt}\n"), result.detail
+        assert result.sandbox_replaced is False
+
+
 def test_a_job_its_server_died_without_reading_goes_to_a_fresh_server(lone):
     """The job is already in the dead server's pipe: it never started, so it runs elsewhere."""
     lone.run_python("pass")

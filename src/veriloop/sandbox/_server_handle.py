@@ -142,43 +142,32 @@ def _child_of(pid: int) -> int | None:
 
 
 class _AtRest:
-    """The processes of an idle sandbox (its server, and any helper the server keeps) and the
-    settings each had when the host first saw it idle, which the next run would inherit: rlimits,
-    OOM score, nice value, scheduling policy and CPU affinity. Their /proc files stay open, so the
-    check before each job is a few reads, not path lookups."""
+    """The processes of an idle sandbox (its server, and the template its runs are copied from)
+    and the settings each had when the host first saw it idle, which the next run would inherit:
+    rlimits, OOM score, nice value, scheduling policy and CPU affinity. Their /proc files stay
+    open, so the check before each job is a few reads, not path lookups. The process the server
+    keeps ready for the next run is not watched: the template makes it after the last run's
+    processes are gone and after checking its own settings, and a server that finds it dead
+    answers that the job never started."""
 
-    def __init__(self, init_pid: int):
-        self._init_pid = init_pid
-        self._children = os.open(f"/proc/{init_pid}/task/{init_pid}/children", os.O_RDONLY | os.O_CLOEXEC)
+    def __init__(self, init_pid: int, helper_pids: list[int]):
         self._seen: dict[int, tuple[tuple[int, ...], tuple]] = {}  # pid -> (its open /proc files, settings)
         self._blind = False  # set when this host may not read them: the server's own checks are all there is
+        try:
+            for pid in (init_pid, *helper_pids):
+                files = self._open(pid)
+                self._seen[pid] = (files, _settings(pid, files))
+        except PermissionError:
+            self._blind = True
 
     def unchanged(self) -> bool:
-        """Whether each process still runs with the settings it was first seen with. A process
-        seen for the first time (one the server made ready for the next run, say) is only looked
-        at; one gone for good (reaped) is forgotten."""
+        """Whether each process still runs with the settings it was first seen with."""
         if self._blind:
             return True
         try:
-            pids = {self._init_pid, *map(int, os.pread(self._children, 4096, 0).split())}
-            for pid in self._seen.keys() - pids:
-                self._forget(pid)
-            for pid in pids:
-                if pid not in self._seen:
-                    files = self._open(pid)
-                    self._seen[pid] = (files, _settings(pid, files))
-                elif _settings(pid, self._seen[pid][0]) != self._seen[pid][1]:
-                    return False
-        except PermissionError:
-            self._blind = True
+            return all(_settings(pid, files) == settings for pid, (files, settings) in self._seen.items())
         except OSError:  # a process of the idle sandbox ended
             return False
-        return True
-
-    def _forget(self, pid: int) -> None:
-        files, _ = self._seen.pop(pid)
-        for fd in files:
-            os.close(fd)
 
     @staticmethod
     def _open(pid: int) -> tuple[int, ...]:
@@ -193,9 +182,26 @@ class _AtRest:
         return tuple(files)
 
     def close(self) -> None:
-        for pid in list(self._seen):
-            self._forget(pid)
-        os.close(self._children)
+        for files, _ in self._seen.values():
+            for fd in files:
+                os.close(fd)
+        self._seen.clear()
+
+
+def _helpers(init_pid: int, namespace_pids: list[int]) -> list[int]:
+    """Host pids of the children of ``init_pid`` whose pid in the sandbox's namespace is one of
+    ``namespace_pids`` (what the server's hello names: its template)."""
+    with open(f"/proc/{init_pid}/task/{init_pid}/children") as handle:
+        children = [int(pid) for pid in handle.read().split()]
+    found = []
+    for pid in children:
+        with open(f"/proc/{pid}/status") as handle:
+            inner = next((line.split()[-1] for line in handle if line.startswith("NSpid:")), None)
+        if inner is not None and int(inner) in namespace_pids:
+            found.append(pid)
+    if len(found) != len(namespace_pids):
+        raise OSError(f"the sandbox's helper processes {namespace_pids} were not found")
+    return found
 
 
 def _settings(pid: int, files: tuple[int, ...]) -> tuple:
@@ -273,7 +279,7 @@ class ServerHandle:
     def wait_ready(self) -> None:
         """Wait for the server's hello; raise SandboxUnavailable with bubblewrap's complaint."""
         try:
-            self._receive(time.monotonic() + _READY_TIMEOUT_S, 4096)
+            hello, _ = self._receive(time.monotonic() + _READY_TIMEOUT_S, 4096)
         except _Lost as exc:
             self.close()
             if self._drainer is not None:
@@ -284,7 +290,7 @@ class ServerHandle:
         init_pid = _child_of(self._proc.pid)
         self._init_pidfd = os.pidfd_open(init_pid) if init_pid else None
         try:
-            self._at_rest = _AtRest(init_pid) if init_pid else None
+            self._at_rest = _AtRest(init_pid, _helpers(init_pid, hello.get("helpers", []))) if init_pid else None
         except OSError:  # /proc without children files: the server's own checks are all there is
             self._at_rest = None
 

@@ -32,8 +32,9 @@ earlier runs' code and outputs), so no run can find another's data in its memory
    exits, and the host starts a fresh sandbox before the next job. Each answer
    follows one byte on a pipe of its own (its descriptor is the server's last argument): ``S``,
    sent the moment the job is handed to the run's process (a server the host loses after it ran
-   a job that may have started), or ``U`` for a job no process could be made for (it never
-   started: the host runs it on a fresh sandbox). The host reads it only with the answer, or
+   a job that may have started), or ``U`` for a job no process could be made for, or whose
+   process was gone before it had the whole job (it never started: the host runs it on a fresh
+   sandbox). The host reads it only with the answer, or
    once the server is lost, so it is never woken for it.
 
 The server is the PID namespace's init, so the run's processes cannot signal it (the kernel
@@ -130,8 +131,11 @@ def run_job(frame, child):
     try:
         parts = child_job(job, blobs)
         write_parts(job_w, [struct.pack("=Q", sum(map(len, parts))), *parts])
-    except OSError:
-        pass  # the child is gone; its wait status tells the rest
+    except BrokenPipeError:  # the child was gone before it had its whole job: it never ran it
+        for fd in child.ends:
+            os.close(fd)
+        os.waitpid(pid, 0)
+        return unserved(started)
     os.close(job_w)
     write_all(STARTS_OUT, STARTED)  # from here the run may have begun: a host that loses us now reports it killed
     outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
@@ -178,7 +182,7 @@ def run_job(frame, child):
 def unserved(started):
     """The answer for a job no process could be made for: the host replaces this sandbox and
     sends the job, which never started, to the next one."""
-    detail = "sandbox replaced: the template process is gone or its settings were changed"
+    detail = "sandbox replaced: the template or the process it made for the run is gone, or its settings were changed"
     if process_settings() != SETTINGS:
         detail = "sandbox replaced: the server's process settings were changed"
     return {
@@ -266,7 +270,7 @@ def main():
     TEMPLATE_PID = template.pid
     drop_capabilities()  # only the template needs them
     child = Child(template)
-    write_frame(control_out, {"ready": True})
+    write_frame(control_out, {"ready": True, "helpers": [TEMPLATE_PID]})  # the processes the host watches
     while True:
         frame = read_frame(control_in)
         if frame is None:
