@@ -96,6 +96,27 @@ def test_a_run_after_the_idle_servers_helper_was_killed_runs_normally(lone):
     assert result.sandbox_replaced is False
 
 
+def test_a_run_whose_ready_process_was_killed_while_idle_runs_normally(lone):
+    """The process the template made ready for the next run, killed between runs: the server
+    finds it gone when it hands on the job, which never started and goes to a fresh server."""
+    for attempt in range(3):
+        lone.run_python("pass")
+        server = server_pid(lone)
+        [handle] = lone._backend._servers
+        if handle._at_rest is None or handle._at_rest._blind:
+            pytest.skip("this host cannot tell the sandbox's processes apart")
+        watched = set(handle._at_rest._seen)
+        children = Path(f"/proc/{server}/task/{server}/children")
+        wait_for(lambda children=children: len(children.read_text().split()) == 2)
+        helpers = children.read_text().split()
+        [ready] = [int(pid) for pid in helpers if int(pid) not in watched]
+        os.kill(ready, signal.SIGKILL)
+        wait_gone(ready)
+        result = lone.run_python(f"print('after {attempt}')")
+        assert (result.status, result.stdout) == ("ok", f"after {attempt}\n"), result.detail
+        assert result.sandbox_replaced is False
+
+
 def test_a_job_its_server_died_without_reading_goes_to_a_fresh_server(lone):
     """The job is already in the dead server's pipe: it never started, so it runs elsewhere."""
     lone.run_python("pass")
@@ -254,4 +275,18 @@ def test_a_job_that_never_started_runs_on_a_fresh_server_as_if_nothing_happened(
         assert box.run_python("print('first')").stdout == "first\n"
         second = box.run_python("print('second')")  # the fault: this job never reached a run
         assert (second.status, second.stdout, second.sandbox_replaced) == ("ok", "second\n", False), second
+        assert box.run_python("print('third')").stdout == "third\n"
+
+
+def test_an_answer_without_its_start_byte_is_not_trusted(monkeypatch):
+    """The start byte travels on a pipe of its own, read with the answer: an answer that came
+    without it is out of turn, so the run is reported killed and the server replaced."""
+    _faulty_server(
+        monkeypatch, "    write_all(STARTS_OUT, STARTED)", "globals()['STARTS_OUT'] = os.open(os.devnull, os.O_WRONLY)"
+    )
+    with Sandbox(limits=LIMITS, workers=1) as box:
+        assert box.run_python("print('first')").stdout == "first\n"
+        second = box.run_python("print('second')")
+        assert (second.status, second.stdout, second.sandbox_replaced) == ("killed", "", True), second
+        assert "out of turn" in second.detail
         assert box.run_python("print('third')").stdout == "third\n"

@@ -63,12 +63,13 @@ class Launch:
     tail: tuple[str, ...]  # the remaining arguments and the command
     run_as: int | None  # host uid/gid to drop to before bubblewrap starts, or None
 
-    def argv(self, data_fds: list[int]) -> list[str]:
-        """The full command line, given one readable pipe per ``data`` entry."""
+    def argv(self, data_fds: list[int], last: tuple[str, ...] = ()) -> list[str]:
+        """The full command line, given one readable pipe per ``data`` entry; ``last`` ends the
+        command's arguments (the server's: the descriptor of its pipe of start bytes)."""
         middle = []
         for fd, (option, path, _) in zip(data_fds, self.data, strict=True):
             middle += [option, str(fd), *([path] if path else [])]
-        return [*self.head, *middle, *self.tail]
+        return [*self.head, *middle, *self.tail, *last]
 
 
 @functools.lru_cache(maxsize=1)

@@ -13,7 +13,9 @@ that it and any helper it keeps (the template runs are copied from) still run wi
 OOM score, nice value, scheduling policy and CPU affinity they had when first seen idle (the
 next run would inherit them); otherwise it is replaced first. The server writes one byte the
 moment it has handed the job to the run's process (``S``), or instead of that, for a job no
-process could be made for (``U``). A server lost before its ``S`` never started the run, and
+process could be made for (``U``), on a pipe of its own that the handle reads only with the
+answer or once the server is lost (so no run wakes the host for it). A server lost before
+its ``S`` never started the run, and
 neither did one that answered ``U``: the job goes to a fresh server, once, and the result is as
 if nothing had happened. A server lost after its ``S`` may have started the run, so the run is
 ``killed``: it is never run twice. Out-of-memory kills are counted from the moment
@@ -140,43 +142,32 @@ def _child_of(pid: int) -> int | None:
 
 
 class _AtRest:
-    """The processes of an idle sandbox (its server, and any helper the server keeps) and the
-    settings each had when the host first saw it idle, which the next run would inherit: rlimits,
-    OOM score, nice value, scheduling policy and CPU affinity. Their /proc files stay open, so the
-    check before each job is a few reads, not path lookups."""
+    """The processes of an idle sandbox (its server, and the template its runs are copied from)
+    and the settings each had when the host first saw it idle, which the next run would inherit:
+    rlimits, OOM score, nice value, scheduling policy and CPU affinity. Their /proc files stay
+    open, so the check before each job is a few reads, not path lookups. The process the server
+    keeps ready for the next run is not watched: the template makes it after the last run's
+    processes are gone and after checking its own settings, and a server that finds it dead
+    answers that the job never started."""
 
-    def __init__(self, init_pid: int):
-        self._init_pid = init_pid
-        self._children = os.open(f"/proc/{init_pid}/task/{init_pid}/children", os.O_RDONLY | os.O_CLOEXEC)
+    def __init__(self, init_pid: int, helper_pids: list[int]):
         self._seen: dict[int, tuple[tuple[int, ...], tuple]] = {}  # pid -> (its open /proc files, settings)
         self._blind = False  # set when this host may not read them: the server's own checks are all there is
+        try:
+            for pid in (init_pid, *helper_pids):
+                files = self._open(pid)
+                self._seen[pid] = (files, _settings(pid, files))
+        except PermissionError:
+            self._blind = True
 
     def unchanged(self) -> bool:
-        """Whether each process still runs with the settings it was first seen with. A process
-        seen for the first time (one the server made ready for the next run, say) is only looked
-        at; one gone for good (reaped) is forgotten."""
+        """Whether each process still runs with the settings it was first seen with."""
         if self._blind:
             return True
         try:
-            pids = {self._init_pid, *map(int, os.pread(self._children, 4096, 0).split())}
-            for pid in self._seen.keys() - pids:
-                self._forget(pid)
-            for pid in pids:
-                if pid not in self._seen:
-                    files = self._open(pid)
-                    self._seen[pid] = (files, _settings(pid, files))
-                elif _settings(pid, self._seen[pid][0]) != self._seen[pid][1]:
-                    return False
-        except PermissionError:
-            self._blind = True
+            return all(_settings(pid, files) == settings for pid, (files, settings) in self._seen.items())
         except OSError:  # a process of the idle sandbox ended
             return False
-        return True
-
-    def _forget(self, pid: int) -> None:
-        files, _ = self._seen.pop(pid)
-        for fd in files:
-            os.close(fd)
 
     @staticmethod
     def _open(pid: int) -> tuple[int, ...]:
@@ -191,9 +182,26 @@ class _AtRest:
         return tuple(files)
 
     def close(self) -> None:
-        for pid in list(self._seen):
-            self._forget(pid)
-        os.close(self._children)
+        for files, _ in self._seen.values():
+            for fd in files:
+                os.close(fd)
+        self._seen.clear()
+
+
+def _helpers(init_pid: int, namespace_pids: list[int]) -> list[int]:
+    """Host pids of the children of ``init_pid`` whose pid in the sandbox's namespace is one of
+    ``namespace_pids`` (what the server's hello names: its template)."""
+    with open(f"/proc/{init_pid}/task/{init_pid}/children") as handle:
+        children = [int(pid) for pid in handle.read().split()]
+    found = []
+    for pid in children:
+        with open(f"/proc/{pid}/status") as handle:
+            inner = next((line.split()[-1] for line in handle if line.startswith("NSpid:")), None)
+        if inner is not None and int(inner) in namespace_pids:
+            found.append(pid)
+    if len(found) != len(namespace_pids):
+        raise OSError(f"the sandbox's helper processes {namespace_pids} were not found")
+    return found
 
 
 def _settings(pid: int, files: tuple[int, ...]) -> tuple:
@@ -217,6 +225,7 @@ class ServerHandle:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr_tail = bytearray()
         self._ahead = bytearray()  # bytes of the server's answers read but not yet taken
+        self._starts: int | None = None  # the pipe of the byte before each answer (S or U)
         self._drainer: threading.Thread | None = None
         self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
         self._at_rest: _AtRest | None = None
@@ -225,6 +234,8 @@ class ServerHandle:
     def spawn(self) -> None:
         """Start the server process (returns at once; ``wait_ready`` waits for it)."""
         fds: list[int] = []
+        starts, starts_w = os.pipe()
+        os.set_blocking(starts, False)
         try:
             for _, _, content in self._launch.data:
                 read_end, write_end = os.pipe()
@@ -233,7 +244,7 @@ class ServerHandle:
                 fds.append(read_end)
             uid = self._launch.run_as
             drop = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
-            argv = self._launch.argv(fds)
+            argv = self._launch.argv(fds, last=(str(starts_w),))
             if self._cap is not None:  # join the memory cgroup first, so every process starts in it
                 argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self._cap.join_file, *argv]
             self._proc = subprocess.Popen(
@@ -243,14 +254,18 @@ class ServerHandle:
                 stderr=subprocess.PIPE,
                 env=HOST_ENV,
                 cwd="/",
-                pass_fds=fds,
+                pass_fds=[*fds, starts_w],
                 bufsize=0,
                 start_new_session=True,
                 **drop,
             )
+        except BaseException:
+            os.close(starts)
+            raise
         finally:
-            for fd in fds:
+            for fd in [*fds, starts_w]:
                 os.close(fd)
+        self._starts = starts
         self._stderr_tail = bytearray()
         self._ahead = bytearray()
         self._drainer = threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True)
@@ -264,7 +279,7 @@ class ServerHandle:
     def wait_ready(self) -> None:
         """Wait for the server's hello; raise SandboxUnavailable with bubblewrap's complaint."""
         try:
-            self._receive(time.monotonic() + _READY_TIMEOUT_S, 4096)
+            hello, _ = self._receive(time.monotonic() + _READY_TIMEOUT_S, 4096)
         except _Lost as exc:
             self.close()
             if self._drainer is not None:
@@ -275,7 +290,7 @@ class ServerHandle:
         init_pid = _child_of(self._proc.pid)
         self._init_pidfd = os.pidfd_open(init_pid) if init_pid else None
         try:
-            self._at_rest = _AtRest(init_pid) if init_pid else None
+            self._at_rest = _AtRest(init_pid, _helpers(init_pid, hello.get("helpers", []))) if init_pid else None
         except OSError:  # /proc without children files: the server's own checks are all there is
             self._at_rest = None
 
@@ -285,8 +300,8 @@ class ServerHandle:
         proc = self._proc
         if proc is None or proc.poll() is not None or _exited(self._init_pidfd):
             return False
-        assert proc.stdout is not None
-        unread = len(self._ahead) + _unread_bytes(proc.stdout.fileno())
+        assert proc.stdout is not None and self._starts is not None
+        unread = len(self._ahead) + _unread_bytes(proc.stdout.fileno()) + _unread_bytes(self._starts)
         return unread == 0 and (self._at_rest is None or self._at_rest.unchanged())
 
     def _send(self, frame: list[bytes], deadline: float) -> None:
@@ -431,24 +446,31 @@ class ServerHandle:
         self._forget_oom_kills()
         deadline = time.monotonic() + budget  # counted from here: starting a server is not the run's time
         self._send(framed, deadline)
-        marker = self._marker(deadline)
-        reply = self._receive(deadline, max_bytes)
+        try:
+            reply = self._receive(deadline, max_bytes)
+        except _NeverStarted:
+            raise
+        except _Lost as exc:  # lost before its S: the run never started
+            if exc.status == "killed" and self._start_byte() != _STARTED:
+                raise _NeverStarted("the sandbox died before it started the run") from None
+            raise
+        marker = self._start_byte()
         if marker == _UNSERVED:
             raise _NeverStarted("the sandbox could not make the run's process")
+        if marker != _STARTED:
+            raise _Lost("killed", "the sandbox answered out of turn; it was replaced")
         return reply
 
-    def _marker(self, deadline: float) -> bytes:
-        """The byte before an answer: ``S`` once the server has handed the job to the run. A
-        server lost before it is a job that never started."""
-        proc = self._proc
-        if proc is None or proc.stdout is None or proc.stdout.closed:
-            raise _Lost("killed", "the sandbox was closed")
-        marker = self._read_exact(proc.stdout.fileno(), 1, deadline)
-        if marker not in (_STARTED, _UNSERVED):
-            if not marker:
-                raise _NeverStarted("the sandbox died before it started the run")
-            raise _Lost("killed", "the sandbox answered out of turn; it was replaced")
-        return marker
+    def _start_byte(self) -> bytes:
+        """What the server wrote on its pipe of start bytes since the last answer: ``S`` once it
+        handed the job to the run, ``U`` for a job no process was made for, nothing before
+        either. Read only with the answer or once the server is lost, when nothing more can come."""
+        if self._starts is None:
+            return b""
+        try:
+            return os.read(self._starts, 2)
+        except BlockingIOError:
+            return b""
 
     def _forget_oom_kills(self) -> None:
         """Out-of-memory kills so far (of an idle server, say) are not the next run's."""
@@ -483,6 +505,9 @@ class ServerHandle:
         at_rest, self._at_rest = self._at_rest, None
         if at_rest is not None:
             at_rest.close()
+        starts, self._starts = self._starts, None
+        if starts is not None:
+            os.close(starts)
         if proc is None:
             return
         if pidfd is not None:

@@ -111,6 +111,16 @@ class RunPlan:
         self.archive = view[offset : offset + archive_size] if archive_size else b""
 
 
+HARD_LIMITS = ()  # this server's hard limit of each of PLANNED_RLIMITS, read at start (``read_hard_limits``)
+
+
+def read_hard_limits():
+    """Read once, before the template is forked: the server checks before each job that its
+    limits are still those it started with, so a job's plan needs no calls of its own."""
+    global HARD_LIMITS
+    HARD_LIMITS = tuple(resource.getrlimit(which)[1] for which in PLANNED_RLIMITS)
+
+
 def rlimit_plan(enforced):
     """``[(soft, hard), ...]`` for each of ``PLANNED_RLIMITS``, never above this server's hard
     limits (the template's and so the run's: the server checks they are the same)."""
@@ -125,8 +135,7 @@ def rlimit_plan(enforced):
         (0, None),
     )
     plan = []
-    for which, (soft, hard) in zip(PLANNED_RLIMITS, wanted):
-        _, current_hard = resource.getrlimit(which)
+    for current_hard, (soft, hard) in zip(HARD_LIMITS, wanted):
         hard = soft if hard is None else hard
         if current_hard != resource.RLIM_INFINITY:
             soft, hard = min(soft, current_hard), min(hard, current_hard)

@@ -1,6 +1,6 @@
 """The sandbox server: a warm interpreter inside bubblewrap that runs one child per job.
 
-The host (``_server_handle.py``) starts it as ``python3 -I -c <script> [MODULE...]``, the script
+The host (``_server_handle.py``) starts it as ``python3 -I -c <script> [MODULE...] FD``, the script
 being this folder's modules joined (``_bwrap.SERVER_MODULES``, ``sandbox/_shipped.py``; this one
 last) and the modules an environment's to pre-import. It never imports
 veriloop (standard library only, Python >= 3.9). It reads jobs on stdin and answers on stdout,
@@ -30,9 +30,12 @@ earlier runs' code and outputs), so no run can find another's data in its memory
 5. it empties every writable mount (and removes SysV IPC objects where the seccomp filter does
    not deny them), so nothing of the run survives into the next one; a server that cannot
    exits, and the host starts a fresh sandbox before the next job. Each answer
-   follows one byte: ``S``, sent the moment the job is handed to the run's process (a server the
-   host loses after it ran a job that may have started), or ``U`` for a job no process could
-   be made for (it never started: the host runs it on a fresh sandbox).
+   follows one byte on a pipe of its own (its descriptor is the server's last argument): ``S``,
+   sent the moment the job is handed to the run's process (a server the host loses after it ran
+   a job that may have started), or ``U`` for a job no process could be made for, or whose
+   process was gone before it had the whole job (it never started: the host runs it on a fresh
+   sandbox). The host reads it only with the answer, or
+   once the server is lost, so it is never woken for it.
 
 The server is the PID namespace's init, so the run's processes cannot signal it (the kernel
 drops their signals to an init without handlers); neither it nor the template is dumpable, so
@@ -50,7 +53,7 @@ import time
 from veriloop.sandbox.sandboxed._frames import read_frame, write_all, write_frame, write_parts  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import PR_SET_DUMPABLE, drop_capabilities, libc  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import process_settings  # sandbox: strip
-from veriloop.sandbox.sandboxed._run import child_job, on_sigint  # sandbox: strip
+from veriloop.sandbox.sandboxed._run import child_job, on_sigint, read_hard_limits  # sandbox: strip
 from veriloop.sandbox.sandboxed._scratch import clean_scratch, prepare_scratch  # sandbox: strip
 from veriloop.sandbox.sandboxed._supervise import classify, ended_or_ending, kill_everything  # sandbox: strip
 from veriloop.sandbox.sandboxed._supervise import nothing_made_since, read_capped, supervise  # sandbox: strip
@@ -128,10 +131,13 @@ def run_job(frame, child):
     try:
         parts = child_job(job, blobs)
         write_parts(job_w, [struct.pack("=Q", sum(map(len, parts))), *parts])
-    except OSError:
-        pass  # the child is gone; its wait status tells the rest
+    except BrokenPipeError:  # the child was gone before it had its whole job: it never ran it
+        for fd in child.ends:
+            os.close(fd)
+        os.waitpid(pid, 0)
+        return unserved(started)
     os.close(job_w)
-    write_all(CONTROL_OUT, STARTED)  # from here the run may have begun: a host that loses us now reports it killed
+    write_all(STARTS_OUT, STARTED)  # from here the run may have begun: a host that loses us now reports it killed
     outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
     ending = supervise(pid, enforced, blobs[job["stdin"]], stdin_w, outputs, started)
     os.kill(pid, signal.SIGKILL)  # the rest once it is reaped: its rusage then counts its own reaped children
@@ -176,7 +182,7 @@ def run_job(frame, child):
 def unserved(started):
     """The answer for a job no process could be made for: the host replaces this sandbox and
     sends the job, which never started, to the next one."""
-    detail = "sandbox replaced: the template process is gone or its settings were changed"
+    detail = "sandbox replaced: the template or the process it made for the run is gone, or its settings were changed"
     if process_settings() != SETTINGS:
         detail = "sandbox replaced: the server's process settings were changed"
     return {
@@ -212,9 +218,7 @@ def send_reply(fd, reply):
     plan = reply.pop("snapshot")
     lengths = [len(blob) for blob in outputs] + ([plan[1]] if plan is not None else [])
     data = json.dumps(dict(reply, snapshot=plan is not None, blobs=lengths)).encode()
-    write_all(fd, struct.pack(">I", len(data)) + data)
-    for blob in outputs:
-        write_all(fd, blob)
+    write_parts(fd, [struct.pack(">I", len(data)), data, *outputs])  # one write: the host wakes once
     if plan is not None:
         stream_archive(fd, plan[0])
 
@@ -224,7 +228,7 @@ def add_note(detail, note):
 
 
 SETTINGS = None  # process_settings() of this server at start, checked before each job
-CONTROL_OUT = None  # the host's pipe
+STARTS_OUT = None  # the host's pipe for the byte before each answer (the last argument: its descriptor)
 STARTED, UNSERVED = b"S", b"U"  # before an answer: whether the job was handed to a run, or never was
 TEMPLATE_PID = None  # spared when the server ends a run's processes
 
@@ -249,22 +253,24 @@ def main():
     sys.dont_write_bytecode = True
     for name in WARM_MODULES:
         __import__(name)
-    for name in sys.argv[1:]:  # the environment's own (checked to import when it was built)
+    global STARTS_OUT, SETTINGS, TEMPLATE_PID
+    *warm, starts_fd = sys.argv[1:]
+    STARTS_OUT = int(starts_fd)
+    for name in warm:  # the environment's own (checked to import when it was built)
         try:
             __import__(name)
         except Exception:
             pass  # a warm module saves time; without it a run imports it itself
-    global CONTROL_OUT, SETTINGS, TEMPLATE_PID
-    CONTROL_OUT = control_out
     prepare_scratch()
     SETTINGS = process_settings()
+    read_hard_limits()
     release_free_heap()
     gc.freeze()  # a run's collections then skip the warm heap instead of copying its pages
-    template = Template((control_in, control_out))  # before the first job: it never sees one
+    template = Template((control_in, control_out, STARTS_OUT))  # before the first job: it never sees one
     TEMPLATE_PID = template.pid
     drop_capabilities()  # only the template needs them
     child = Child(template)
-    write_frame(control_out, {"ready": True})
+    write_frame(control_out, {"ready": True, "helpers": [TEMPLATE_PID]})  # the processes the host watches
     while True:
         frame = read_frame(control_in)
         if frame is None:
@@ -272,7 +278,7 @@ def main():
         reply = run_job(frame, child)
         child = Child(template)  # made while the host reads the answer
         if not reply.pop("started", True):
-            write_all(control_out, UNSERVED)
+            write_all(STARTS_OUT, UNSERVED)
         send_reply(control_out, reply)
         clean_scratch()
 

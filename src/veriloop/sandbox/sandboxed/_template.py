@@ -104,7 +104,7 @@ class Template:
                 self.requests.close()
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in control_fds:
-                    os.dup2(null, fd)  # the host's pipes are the server's alone (and keep fds 3-4 taken)
+                    os.dup2(null, fd)  # the host's pipes are the server's alone (and keep their descriptors taken)
                 os.close(null)
                 template_main(theirs, settings)
             finally:
