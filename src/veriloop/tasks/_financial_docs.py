@@ -13,9 +13,9 @@ per page) and asks for multi-step figures (Q4 revenue, gross profit before the r
 growth, return on average equity, a figure in another unit).
 
 ``document="statement"`` gives each task one page instead: the income statement alone (with its
-prior-year column and restatement footnote), about 500 tokens of a small byte-level tokenizer
-where a whole report is 2,400-3,200, so that a model with a 1,024-token context can read it. Its
-levels: a line of the statement; a bridge (revenue, cost of sales, gross profit) or the gross
+prior-year column and restatement footnote), worded tersely: with one question group, 750-880
+tokens of the tiny model's byte-level tokenizer where a whole report is 2,400-3,200, so that a
+model with a 1,024-token context can read it and still answer. Its levels: a line of the statement; a bridge (revenue, cost of sales, gross profit) or the gross
 margin; revenue growth or a figure in millions.
 """
 
@@ -235,20 +235,12 @@ def _asked(
     return list(asks.values()), identities
 
 
-def _document(report: Report, level: int, document: str) -> list[str]:
-    if document == "statement":
-        return [f"Below is the {report.year} income statement of {report.company}.", "", income_statement(report)]
+def _report_prompt(report: Report, level: int, asks: list[Ask]) -> str:
     _, shown, per_page, quarterly = _LAYOUT[level]
-    return [
+    lines = [
         f"Below is the {report.year} annual report of {report.company}.",
         "",
         "\n\n".join(pages(report, quarterly, per_page, shown)),
-    ]
-
-
-def _prompt(report: Report, level: int, asks: list[Ask], document: str) -> str:
-    lines = [
-        *_document(report, level, document),
         "",
         "Extract these figures. Amounts are in thousands of "
         f"{report.currency} unless the question says otherwise; percentages and ratios rounded to two decimals.",
@@ -256,6 +248,18 @@ def _prompt(report: Report, level: int, asks: list[Ask], document: str) -> str:
     lines += [f"- {a.name}: {a.text}" for a in asks]
     lines += ["", ANSWER_FORMAT]
     return "\n".join(lines)
+
+
+def _statement_prompt(report: Report, level: int, asks: list[Ask]) -> str:
+    """The one-page document, worded tersely: every character is about a token here."""
+    lines = [f"From the annual report of {report.company}:", "", income_statement(report), ""]
+    lines += [f"In thousands of {report.currency} unless asked otherwise; percentages to two decimals."]
+    lines += [f"- {a.name}: {a.text}" for a in asks]
+    lines += ["", "Answer with a JSON object of these names in a ```json block; any other key counts as fabricated."]
+    return "\n".join(lines)
+
+
+PROMPTS: dict[str, Callable[[Report, int, list[Ask]], str]] = {"report": _report_prompt, "statement": _statement_prompt}
 
 
 def _verifier(asks: list[Ask], identities: list[tuple[str, tuple[str, ...]]]) -> dict:
@@ -288,7 +292,7 @@ def generate_financial_docs(options: FinancialDocsOptions) -> list[Task]:
                 len(GROUP_KINDS),
                 metadata,
                 domain="financial_docs",
-                prompt=_prompt(report, level, asks, options.document),
+                prompt=PROMPTS[options.document](report, level, asks),
                 verifier=_verifier(asks, identities),
                 gold={a.name: a.value for a in asks},
             )
