@@ -27,6 +27,7 @@ def test_queue_and_review_screen_show_everything_escaped(serve, review_runs):
     queue = httpx.get(server.url + "/")
     assert queue.status_code == 200 and "Review queue" in queue.text and 'data-reviewer="ana"' in queue.text
     assert "script-src 'self'" in queue.headers["content-security-policy"]
+    assert "img-src data:" in queue.headers["content-security-policy"]  # the verifier's pictures, inline
     assert "why it was picked" in queue.text and "stratum domain=math, verifier_kind=exact" in queue.text
     text = httpx.get(server.url + f"/review/{_queue_position(server, 'math/0#0')}").text
     assert "<script>document.title" not in text and "<b>42</b>" not in text

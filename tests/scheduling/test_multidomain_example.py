@@ -1,4 +1,4 @@
-"""examples/multidomain.yaml loads, and a 2-step run of it on small versions of its five domains works."""
+"""examples/multidomain.yaml loads, and a 2-step run of it on small versions of its six domains works."""
 
 from pathlib import Path
 
@@ -17,10 +17,11 @@ ARITHMETIC = {
     "operators": "+-",
     "verifier": "exact",
 }
+STATEMENTS = {"document": "statement", "groups": 1, "difficulty": 1}
 
 
 def small_domains(root: Path) -> list[dict]:
-    """The example's five mixture entries, pointed at small task files drawn here."""
+    """The example's six mixture entries, pointed at small task files drawn here."""
     files = {
         "arithmetic": (
             generate_tasks("arithmetic", seed=1, size=6, **ARITHMETIC),
@@ -38,6 +39,10 @@ def small_domains(root: Path) -> list[dict]:
             generate_tasks("cad", seed=1, size=3, difficulty=1),
             generate_tasks("cad", seed=2, size=2, difficulty=1),
         ),
+        "financial_docs": (
+            generate_tasks("financial-docs", seed=1, size=3, **STATEMENTS),
+            generate_tasks("financial-docs", seed=2, size=2, **STATEMENTS),
+        ),
         "code": (import_tasks("humaneval", size=2), None),
     }
     example = yaml.safe_load(EXAMPLE.read_text())["schedule"]["mixture"]
@@ -54,7 +59,7 @@ def small_domains(root: Path) -> list[dict]:
 
 def test_the_example_config_loads():
     config = load_config(EXAMPLE)
-    assert len(config.schedule.mixture) == 5 and config.schedule.active
+    assert len(config.schedule.mixture) == 6 and config.schedule.active
     assert (
         config.schedule.normalization == "group"
         and config.schedule.curriculum
@@ -63,7 +68,7 @@ def test_the_example_config_loads():
     assert config.data.train == ""
 
 
-def test_a_two_step_run_on_five_small_domains(tiny_model_dir, env_with_cad, tmp_path):
+def test_a_two_step_run_on_six_small_domains(tiny_model_dir, env_with_cad, tmp_path):
     mixture = small_domains(tmp_path)
     overrides = [
         f"model.path={tiny_model_dir}",
@@ -72,7 +77,7 @@ def test_a_two_step_run_on_five_small_domains(tiny_model_dir, env_with_cad, tmp_
         "run.checkpoint_every=0",
         "run.loggers=[jsonl]",
         "run.progress=false",
-        "rollout.prompts_per_step=5",
+        "rollout.prompts_per_step=6",
         "rollout.group_size=2",
         "rollout.max_tokens=8",
         "schedule.seesaw_every=2",
@@ -81,7 +86,7 @@ def test_a_two_step_run_on_five_small_domains(tiny_model_dir, env_with_cad, tmp_
     ]
     trainer = RLTrainer(load_config(EXAMPLE, overrides))
     history = trainer.train()
-    domains = ("arithmetic", "basic_arithmetic", "numeric_tables", "cad", "code")
+    domains = ("arithmetic", "basic_arithmetic", "numeric_tables", "cad", "financial_docs", "code")
     assert sorted(trainer.schedule.mixture.domains) == sorted(domains)
     assert len(history) == 2 and (tmp_path / "run" / "final" / "config.json").is_file()
     records = read_metrics(tmp_path / "run")
@@ -89,5 +94,7 @@ def test_a_two_step_run_on_five_small_domains(tiny_model_dir, env_with_cad, tmp_
     assert sum(r["groups/sampled"] for r in steps) == sum(trainer.schedule.mixture.state.drawn.values())
     assert all(sum(r[f"domain/{d}/drawn"] for d in domains) == r["groups/sampled"] for r in steps)
     assert trainer.schedule.mixture.state.drawn["code"] >= 1  # the code domain was rolled out and verified
+    assert trainer.schedule.mixture.state.drawn["financial_docs"] >= 1
     checks = [r for r in records if "domain/arithmetic/heldout_pass@1" in r]
     assert [r["step"] for r in checks] == [0, 2] and "domain/code/heldout_pass@1" not in checks[0]
+    assert "domain/financial_docs/heldout_pass@1" in checks[0]

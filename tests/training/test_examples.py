@@ -13,6 +13,6 @@ def test_example_configs_load():
     override = load_config(EXAMPLES / "train_arithmetic.yaml", ["optim.lr=3e-5", "rollout.tools=[python, submit]"])
     assert override.optim.lr == 3e-5 and override.rollout.tools == ("python", "submit")
     multidomain = load_config(EXAMPLES / "multidomain.yaml")
-    assert len(multidomain.schedule.mixture) == 5 and multidomain.schedule.seesaw_action == "reweight"
+    assert len(multidomain.schedule.mixture) == 6 and multidomain.schedule.seesaw_action == "reweight"
     scaled = load_config(EXAMPLES / "async_ray.yaml")
     assert scaled.pipeline.mode == "async" and scaled.pipeline.backend == "ray" and scaled.pipeline.workers == 4

@@ -52,9 +52,18 @@ def _spoiled(spoil: str) -> str:
 
 
 def test_one_reference_script_of_every_part_kind_passes():
-    tasks = generate_tasks("cad", seed=5, size=40)
+    tasks = generate_tasks("cad", seed=5, size=50)
     by_kind = {t.metadata["part"]: t for t in tasks}
-    assert set(by_kind) == {"plate", "shaft", "bracket", "rounded_block", "open_box", "hole_grid_plate", "peg_in_hole"}
+    assert set(by_kind) == {
+        "plate",
+        "shaft",
+        "bracket",
+        "rounded_block",
+        "tube",
+        "open_box",
+        "hole_grid_plate",
+        "peg_in_hole",
+    }
     for kind, task in by_kind.items():
         assert check_task(task) is None and task.environment == "cad"
         score = verify(task, Response(id="g", task_id=task.id, response=task.gold))

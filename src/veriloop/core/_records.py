@@ -147,6 +147,10 @@ class Score(Record):
     detail: str = Field(default="", description="what the verifier found, for people")
     feedback: str = Field(default="", description="text a model can use on its next turn")
     environment: str | None = Field(default=None, description="hash of the environment the verdict was reached in")
+    images: dict[str, str] = Field(
+        default_factory=dict,
+        description="pictures for people, name -> base64 PNG (cad_geometry's render); never rewarded",
+    )
 
     @model_validator(mode="after")
     def _reward_matches_status(self) -> Score:

@@ -208,6 +208,7 @@ def _sample_row(task: Task, trajectory: Trajectory, chunk: int, wall_s: float) -
         status="infra_error" if infra else "scored",
         detail=detail,
         feedback="" if infra or score is None else score.feedback,
+        images={} if score is None else score.images,
         stop_reason=trajectory.stop_reason,
         completion_tokens=sum(len(t.token_ids) or t.generated_tokens for t in assistant),
         turns=len(assistant),

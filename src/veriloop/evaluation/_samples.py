@@ -37,6 +37,7 @@ class EvalSample(Record):
     status: Literal["scored", "infra_error"] = "scored"
     detail: str = ""
     feedback: str = ""
+    images: dict[str, str] = Field(default_factory=dict, description="the verifier's pictures, name -> base64 PNG")
     stop_reason: str = "done"
     completion_tokens: int = Field(default=0, ge=0, description="generated tokens (0 when the engine reports none)")
     turns: int = Field(default=1, ge=0, description="model turns in the episode")

@@ -32,7 +32,10 @@ STATIC = Path(__file__).with_name("static")
 STATIC_TYPES = {"review.js": "text/javascript; charset=utf-8", "review.css": "text/css; charset=utf-8"}
 COOKIE = "veriloop_review"
 SECURITY_HEADERS = [
-    (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'"),
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:",
+    ),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
 ]

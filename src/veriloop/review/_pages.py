@@ -9,6 +9,7 @@ attributes.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping, Sequence
 from html import escape
@@ -135,6 +136,7 @@ def review_page(item: QueueItem, size: int, history: Sequence[Judgment], *, revi
         f"<h2>Verdict: <span class='outcome {outcome(sample)}'>{verdict}</span> &middot; reward {_text(sample.reward)}</h2>"
         f"<div class=label>detail</div><pre id=detail>{_text(sample.detail)}</pre>"
         f"<div class=label>feedback</div><pre id=feedback>{_text(sample.feedback)}</pre>"
+        f"{_images(sample.images)}"
         f"<div id=judge><div class=buttons>{buttons}</div>"
         "<textarea id=note rows=2 placeholder='note (n)'></textarea><p id=status class=meta></p></div>"
         f"<h3>Judgments so far</h3><ul id=history>{past or '<li class=meta>none</li>'}</ul>"
@@ -145,6 +147,22 @@ def review_page(item: QueueItem, size: int, history: Sequence[Judgment], *, revi
         body,
         {"page": "review", "position": str(item.position), "size": str(size), "reviewer": reviewer},
     )
+
+
+def _images(images: Mapping[str, str]) -> str:
+    """The verifier's pictures as inline PNGs; anything that is not base64 of a PNG is left out."""
+    shown = []
+    for name, data in sorted(images.items()):
+        try:
+            png = base64.b64decode(data, validate=True)
+        except ValueError:
+            continue
+        if png.startswith(b"\x89PNG\r\n\x1a\n"):
+            shown.append(
+                f"<figure class=image><img src='data:image/png;base64,{escape(data)}' alt='{_text(name)}'>"
+                f"<figcaption class=meta>{_text(name)}</figcaption></figure>"
+            )
+    return "" if not shown else "<div class=label>pictures</div><div id=images>" + "".join(shown) + "</div>"
 
 
 def stats_page(report: AgreementReport, *, reviewer: str = "") -> str:

@@ -56,6 +56,7 @@ class ReviewSample(Record):
     status: Literal["scored", "infra_error"]
     detail: str = ""
     feedback: str = ""
+    images: dict[str, str] = Field(default_factory=dict, description="the verifier's pictures, name -> base64 PNG")
 
     @property
     def key(self) -> str:
@@ -118,6 +119,7 @@ def _eval_fields(sample: EvalSample, run: str, label: str, position: int) -> dic
         "status": sample.status,
         "detail": sample.detail,
         "feedback": sample.feedback,
+        "images": sample.images,
     }
 
 
@@ -144,6 +146,7 @@ def _trajectory_fields(trajectory: Trajectory, run: str, label: str, task: Task 
         "status": "infra_error" if infra else "scored",
         "detail": score.detail if score is not None else "no score was recorded",
         "feedback": score.feedback if score is not None else "",
+        "images": score.images if score is not None else {},
     }
 
 

@@ -2,13 +2,15 @@
 
 Each task describes one part or a two-part assembly in millimetres, placed in a stated frame:
 a plate with through-holes, a stepped shaft, an L-bracket, a block with rounded vertical edges,
-an open box with walls of a given thickness, a peg standing in a plate's hole with a radial
+a tube and an open box with walls of a given thickness (checked as the thinnest wall the model
+may have), a peg standing in a plate's hole with a radial
 clearance. The answer is a Python script that builds it (with ``manifold3d``, ``trimesh`` and
 ``numpy``, the packages of the ``cad`` environment) and writes ``model.stl``; the task's gold
 is a reference script, and the ``cad_geometry`` verifier compares the two solids.
 
 Difficulty: level 1 asks for a plate with one or two holes or a two-step shaft; level 2 for a
-bracket with a hole, a rounded block, a three-step shaft or a plate with more holes; level 3
+bracket with a hole, a rounded block, a three-step shaft, a plate with more holes or a tube of a
+given wall; level 3
 for an open box, a plate with a grid of holes and rounded corners, or the peg-in-hole assembly
 whose parts must not touch.
 """
@@ -47,6 +49,7 @@ class Part:
     description: str
     body: str  # the script's modelling lines; they leave the solid in ``part``
     min_clearance: float | None = None
+    min_wall: float | None = None
 
 
 def _mm(value: float) -> str:
@@ -148,7 +151,20 @@ def _open_box(rng: random.Random) -> Part:
         f"part = part - m3d.Manifold.cube([{length - 2 * wall}, {width - 2 * wall}, {height}])"
         f".translate([{wall}, {wall}, {wall}])"
     )
-    return Part("open_box", description, body)
+    return Part("open_box", description, body, min_wall=wall)
+
+
+def _tube(rng: random.Random) -> Part:
+    outer, wall, length = rng.randrange(16, 61, 2), rng.choice((1.5, 2, 2.5, 3)), rng.randrange(20, 81, 5)
+    description = (
+        f"A tube (a hollow cylinder open at both ends) on the z axis from z = 0 to z = {length}: outer "
+        f"diameter {outer} mm, wall {_mm(wall)} mm thick (bore diameter {_mm(outer - 2 * wall)} mm)."
+    )
+    body = (
+        f"part = m3d.Manifold.cylinder({length}, {_mm(outer / 2)})\n"
+        f"part = part - m3d.Manifold.cylinder({length + 2}, {_mm(outer / 2 - wall)}).translate([0, 0, -1])"
+    )
+    return Part("tube", description, body, min_wall=wall)
 
 
 def _hole_grid_plate(rng: random.Random) -> Part:
@@ -193,7 +209,13 @@ def _peg_in_hole(rng: random.Random) -> Part:
 PartKind = Callable[[random.Random], Part]
 PART_KINDS: dict[int, tuple[PartKind, ...]] = {
     1: (lambda rng: _plate(rng, rng.randint(1, 2)), lambda rng: _shaft(rng, 2)),
-    2: (_bracket, _rounded_block, lambda rng: _shaft(rng, 3), lambda rng: _plate(rng, rng.randint(3, 4))),
+    2: (
+        _bracket,
+        _rounded_block,
+        lambda rng: _shaft(rng, 3),
+        lambda rng: _plate(rng, rng.randint(3, 4)),
+        _tube,
+    ),
     3: (_open_box, _hole_grid_plate, _peg_in_hole),
 }
 
@@ -228,6 +250,8 @@ def generate_cad(options: CadOptions) -> list[Task]:
         verifier = {"kind": "cad_geometry", "min_iou": options.min_iou}
         if part.min_clearance is not None:
             verifier["min_clearance"] = part.min_clearance
+        if part.min_wall is not None:
+            verifier["min_wall"] = part.min_wall
         tasks.append(
             generated_task(
                 "cad",

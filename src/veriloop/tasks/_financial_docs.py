@@ -11,6 +11,12 @@ cross-references to the notes (segments, borrowings restated in millions, divide
 derived step (margins, ratios, net debt); level 3 is a longer report (quarterly note, one note
 per page) and asks for multi-step figures (Q4 revenue, gross profit before the restatement,
 growth, return on average equity, a figure in another unit).
+
+``document="statement"`` gives each task one page instead: the income statement alone (with its
+prior-year column and restatement footnote), worded tersely: with one question group, 750-880
+tokens of the tiny model's byte-level tokenizer where a whole report is 2,400-3,200, so that a
+model with a 1,024-token context can read it and still answer. Its levels: a line of the statement; a bridge (revenue, cost of sales, gross profit) or the gross
+margin; revenue growth or a figure in millions.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import Field
 
 from veriloop.core import Task
-from veriloop.tasks._financial_statements import Report, draw_report, pages
+from veriloop.tasks._financial_statements import Report, Year, draw_report, income_statement, pages
 from veriloop.tasks._sources import GeneratorOptions, generated_task, register_generator, seeded_streams
 
 ANSWER_FORMAT = (
@@ -55,19 +62,31 @@ def _one(name: str, text: str, value: float, unit: str = "thousands") -> Group:
     return Group((Ask(name, text, value, unit),))
 
 
+def _figure(r: Report, rng: random.Random, lines: tuple[tuple[str, str, int], ...]) -> Group:
+    """One of ``lines`` (name, label, value), asked as it stands in the statements."""
+    name, label, value = rng.choice(lines)
+    return _one(f"{name}_{r.fy.lower()}", f"What was {label} for {r.fy}?", value)
+
+
+def _tax(c: Year) -> tuple[str, str, int]:
+    return ("income_tax", "income tax expense (as a positive amount)", c.income_tax)
+
+
 def _statement_figure(r: Report, rng: random.Random) -> Group:
     c = r.current
-    name, label, value = rng.choice(
-        (
-            ("revenue", "revenue", c.revenue),
-            ("net_income", "net income", c.net_income),
-            ("operating_income", "operating income", c.operating_income),
-            ("total_assets", "total assets", c.total_assets),
-            ("total_liabilities", "total liabilities", c.total_liabilities),
-            ("income_tax", "income tax expense (as a positive amount)", c.income_tax),
-        )
+    lines = (("revenue", "revenue", c.revenue), ("net_income", "net income", c.net_income))
+    lines += (
+        ("operating_income", "operating income", c.operating_income),
+        ("total_assets", "total assets", c.total_assets),
     )
-    return _one(f"{name}_{r.fy.lower()}", f"What was {label} for {r.fy}?", value)
+    return _figure(r, rng, (*lines, ("total_liabilities", "total liabilities", c.total_liabilities), _tax(c)))
+
+
+def _income_figure(r: Report, rng: random.Random) -> Group:
+    c = r.current
+    lines = (("revenue", "revenue", c.revenue), ("gross_profit", "gross profit", c.gross_profit))
+    lines += (("operating_income", "operating income", c.operating_income), ("net_income", "net income", c.net_income))
+    return _figure(r, rng, (*lines, _tax(c)))
 
 
 def _current_assets(r: Report, rng: random.Random) -> Group:
@@ -184,6 +203,11 @@ GROUP_KINDS: dict[int, tuple[GroupKind, ...]] = {
         _segments,
     ),
 }
+STATEMENT_KINDS: dict[int, tuple[GroupKind, ...]] = {
+    1: (_income_figure, _prior_revenue),
+    2: (_gross_profit_bridge, _gross_margin),
+    3: (_revenue_growth, _operating_income_millions),
+}
 # level: (segments, notes shown, notes per page, quarterly note)
 _LAYOUT = {1: (2, 2, 2, False), 2: (3, 5, 2, False), 3: (4, 6, 1, True)}
 
@@ -191,10 +215,16 @@ _LAYOUT = {1: (2, 2, 2, False), 2: (3, 5, 2, False), 3: (4, 6, 1, True)}
 class FinancialDocsOptions(GeneratorOptions):
     difficulty: int | None = Field(default=None, ge=1, le=3, description="level 1-3; default: each task draws one")
     groups: int = Field(default=2, ge=1, le=6, description="question groups per task (a group asks 1-5 fields)")
+    document: Literal["report", "statement"] = Field(
+        default="report",
+        description="report: a several-page annual report; statement: its income statement alone, one page",
+    )
 
 
-def _asked(report: Report, rng: random.Random, level: int, count: int) -> tuple[list[Ask], list[tuple[str, tuple]]]:
-    kinds = rng.sample(GROUP_KINDS[level], min(count, len(GROUP_KINDS[level])))
+def _asked(
+    report: Report, rng: random.Random, table: dict[int, tuple[GroupKind, ...]], level: int, count: int
+) -> tuple[list[Ask], list[tuple[str, tuple]]]:
+    kinds = rng.sample(table[level], min(count, len(table[level])))
     asks: dict[str, Ask] = {}
     identities: list[tuple[str, tuple[str, ...]]] = []
     for kind in kinds:
@@ -205,7 +235,7 @@ def _asked(report: Report, rng: random.Random, level: int, count: int) -> tuple[
     return list(asks.values()), identities
 
 
-def _prompt(report: Report, level: int, asks: list[Ask]) -> str:
+def _report_prompt(report: Report, level: int, asks: list[Ask]) -> str:
     _, shown, per_page, quarterly = _LAYOUT[level]
     lines = [
         f"Below is the {report.year} annual report of {report.company}.",
@@ -218,6 +248,18 @@ def _prompt(report: Report, level: int, asks: list[Ask]) -> str:
     lines += [f"- {a.name}: {a.text}" for a in asks]
     lines += ["", ANSWER_FORMAT]
     return "\n".join(lines)
+
+
+def _statement_prompt(report: Report, level: int, asks: list[Ask]) -> str:
+    """The one-page document, worded tersely: every character is about a token here."""
+    lines = [f"From the annual report of {report.company}:", "", income_statement(report), ""]
+    lines += [f"In thousands of {report.currency} unless asked otherwise; percentages to two decimals."]
+    lines += [f"- {a.name}: {a.text}" for a in asks]
+    lines += ["", "Answer with a JSON object of these names in a ```json block; any other key counts as fabricated."]
+    return "\n".join(lines)
+
+
+PROMPTS: dict[str, Callable[[Report, int, list[Ask]], str]] = {"report": _report_prompt, "statement": _statement_prompt}
 
 
 def _verifier(asks: list[Ask], identities: list[tuple[str, tuple[str, ...]]]) -> dict:
@@ -237,8 +279,10 @@ def generate_financial_docs(options: FinancialDocsOptions) -> list[Task]:
     for index, rng in seeded_streams("financial-docs", options):
         level = options.difficulty or rng.randint(1, 3)
         report = draw_report(rng, segments=_LAYOUT[level][0])
-        asks, identities = _asked(report, rng, level, options.groups)
+        table = STATEMENT_KINDS if options.document == "statement" else GROUP_KINDS
+        asks, identities = _asked(report, rng, table, level, options.groups)
         metadata = {"company": report.company, "fields": len(asks), "cross_checks": len(identities)}
+        metadata["document"] = options.document
         tasks.append(
             generated_task(
                 "financial-docs",
@@ -248,7 +292,7 @@ def generate_financial_docs(options: FinancialDocsOptions) -> list[Task]:
                 len(GROUP_KINDS),
                 metadata,
                 domain="financial_docs",
-                prompt=_prompt(report, level, asks),
+                prompt=PROMPTS[options.document](report, level, asks),
                 verifier=_verifier(asks, identities),
                 gold={a.name: a.value for a in asks},
             )

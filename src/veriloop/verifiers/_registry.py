@@ -8,7 +8,7 @@ check: a broken grader becomes an ``infra_error`` score, never a reward of 0.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -27,13 +27,15 @@ class VerifierConfig(BaseModel):
 @dataclass(frozen=True)
 class Verdict:
     """What a check found. ``reward`` is in [0, 1] unless a kind documents otherwise;
-    ``environment`` is the hash of the environment the check ran in, if any."""
+    ``environment`` is the hash of the environment the check ran in, if any; ``images`` are
+    pictures for people (name -> base64 PNG), which no reward depends on."""
 
     reward: float
     passed: bool
     detail: str = ""
     feedback: str = ""
     environment: str | None = None
+    images: dict[str, str] = field(default_factory=dict)
 
 
 class Answer(str):
@@ -132,4 +134,5 @@ def score_of(kind_name: str, task: Task, response: Response, outcome: Verdict | 
         detail=outcome.detail,
         feedback=outcome.feedback,
         environment=outcome.environment,
+        images=outcome.images,
     )

@@ -20,9 +20,13 @@ piece of the two differences measured as ``2 * volume / area``: tessellation lea
 a moved hole leaves a cylinder): a block with the right bounding box, a plate without its holes, two
 overlapping copies, or any other shape that is not the part, earns nothing. Past the gates,
 each check earns an equal share: volume and surface area within a relative tolerance of the
-gold's, the bounding box within ``bounds_abs_tol`` mm, and at least ``min_clearance`` mm
-between bodies when the task asks for it. Feedback names each
-failed check and by how much it missed.
+gold's, the bounding box within ``bounds_abs_tol`` mm, at least ``min_clearance`` mm
+between bodies when the task asks for it, and, when the task states ``min_wall``, no wall
+thinner than that (less ``wall_tol``; ``"gold"``: the gold model's thinnest wall), measured
+by rays cast inward from points spread over the surface. Feedback names each
+failed check and by how much it missed. With ``render``, the score carries a PNG picture of the
+candidate's model (``images["render.png"]``, base64), drawn in the measurer's sandbox by a small
+software rasteriser (``in_environment/_render.py``) for the review page; it never counts.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -42,6 +46,8 @@ from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, r
 from veriloop.verifiers.code._extract import extract_code
 
 MEASURE_SOURCE = (Path(__file__).parent / "in_environment" / "_measure.py").read_text(encoding="utf-8")
+RENDER_SOURCE = (Path(__file__).parent / "in_environment" / "_render.py").read_bytes()
+RENDER_IMAGE = "render.png"
 _GOLD_CACHE: OrderedDict[str, bytes] = OrderedDict()
 _GOLD_CACHE_SIZE = 256
 _gold_lock = threading.Lock()
@@ -57,6 +63,15 @@ class CadGeometryConfig(VerifierConfig):
         default=0.25, ge=0, description="thickest region where model and part may differ, mm (a gate)"
     )
     min_clearance: float | None = Field(default=None, ge=0, description="least gap between separate bodies, mm")
+    min_wall: Annotated[float, Field(gt=0)] | Literal["gold"] | None = Field(
+        default=None,
+        description="thinnest wall the part must have, mm, or 'gold' for the gold model's (none: unchecked)",
+    )
+    wall_tol: float = Field(default=0.1, ge=0, description="how much thinner than min_wall a measured wall may be, mm")
+    render: bool = Field(
+        default=False, description="attach a PNG picture of the candidate's model to the score (~0.1 s more)"
+    )
+    render_size: int = Field(default=256, ge=32, le=512, description="the picture's width and height, pixels")
     max_faces: int = Field(default=300_000, ge=4, description="largest mesh accepted, in triangles")
     max_bodies: int = Field(default=16, ge=1, description="most separate bodies accepted")
     timeout_s: float = Field(default=60.0, gt=0, le=600, description="wall-clock limit of the script's run")
@@ -117,8 +132,16 @@ def _gold_model(task: Task, config: CadGeometryConfig) -> bytes:
 
 def _measure(task: Task, config: CadGeometryConfig, candidate: bytes, gold: bytes) -> dict[str, Any] | None:
     """The measurer's figures, or None when the candidate's file made it fail (too costly to read)."""
-    limits = {"max_faces": config.max_faces, "max_bodies": config.max_bodies, "gap_search": 1000.0}
+    limits = {
+        "max_faces": config.max_faces,
+        "max_bodies": config.max_bodies,
+        "gap_search": 1000.0,
+        "wall": config.min_wall is not None,
+        "render": config.render,
+        "render_size": config.render_size,
+    }
     files = {"candidate.stl": candidate, "gold.stl": gold, "limits.json": json.dumps(limits).encode()}
+    files["_render.py"] = RENDER_SOURCE
     result = _run(task, MEASURE_SOURCE, config, files)
     if result.status in ("timeout", "memory_limit", "output_limit"):
         return None
@@ -150,6 +173,19 @@ def _bounds(got: list[list[float]], want: list[list[float]], tolerance: float) -
 
 def _count(name: str, got: int, want: int) -> _Check:
     return _Check(name, got == want, "" if got == want else f"{got} {name}, the part has {want}")
+
+
+def _wall(config: CadGeometryConfig, cand: dict[str, Any], gold: dict[str, Any]) -> _Check:
+    """The candidate's thinnest wall against the one the task states (or the gold's)."""
+    required = gold.get("wall") if config.min_wall == "gold" else config.min_wall
+    if required is None:
+        raise GraderError("the gold model's thinnest wall could not be measured")
+    measured = cand.get("wall")
+    if measured is None:
+        return _Check("wall thickness", False, "the thinnest wall could not be measured (no ray left the solid)")
+    thick = measured >= required - config.wall_tol
+    problem = "" if thick else f"thinnest wall {measured:.3g} mm, the part needs at least {required:.3g} mm"
+    return _Check("wall thickness", thick, problem)
 
 
 def _gates(config: CadGeometryConfig, figures: dict[str, Any]) -> list[str]:
@@ -187,11 +223,13 @@ def _checks(config: CadGeometryConfig, cand: dict[str, Any], gold: dict[str, Any
                 "clearance", wide, "" if wide else f"gap {gap:.4g} mm between bodies, needs {config.min_clearance:g}"
             )
         )
+    if config.min_wall is not None:
+        checks.append(_wall(config, cand, gold))
     return checks
 
 
-def _zero(detail: str, feedback: str, environment: str | None = None) -> Verdict:
-    return Verdict(0.0, False, detail=detail, feedback=feedback, environment=environment)
+def _zero(detail: str, feedback: str, environment: str | None = None, images: dict[str, str] | None = None) -> Verdict:
+    return Verdict(0.0, False, detail=detail, feedback=feedback, environment=environment, images=images or {})
 
 
 @register_verifier("cad_geometry", CadGeometryConfig)
@@ -217,19 +255,22 @@ def check_cad_geometry(config: CadGeometryConfig, task: Task, response: str) -> 
     if figures is None or figures["candidate"] is None:
         return _zero("the model could not be measured", "The model is too large to measure.", environment)
     cand = figures["candidate"]
+    images = {RENDER_IMAGE: cand["render"]} if cand.get("render") else {}
     if cand.get("problem"):
-        return _zero(cand["problem"], f"The model is not a valid solid: {cand['problem']}.", environment)
+        return _zero(cand["problem"], f"The model is not a valid solid: {cand['problem']}.", environment, images)
     iou = figures["iou"] or 0.0
     checks = _checks(config, cand, figures["gold"])
     gates = _gates(config, figures)
     if gates:
         problems = "; ".join(gates + [c.problem for c in checks if not c.ok])
-        return _zero(problems, f"Wrong shape: {problems}.", environment)
+        return _zero(problems, f"Wrong shape: {problems}.", environment, images)
     right = sum(c.ok for c in checks)
     failed = [c.problem for c in checks if not c.ok]
     detail = f"{right}/{len(checks)} checks passed, IoU {iou:.3f}" + "".join(f"; {p}" for p in failed)
     feedback = "The model matches the specification." if not failed else "; ".join(failed) + "."
-    return Verdict(right / len(checks), not failed, detail=detail, feedback=feedback, environment=environment)
+    return Verdict(
+        right / len(checks), not failed, detail=detail, feedback=feedback, environment=environment, images=images
+    )
 
 
 @register_task_check("cad_geometry")

@@ -1,14 +1,19 @@
 """Measure a candidate mesh and compare it with the gold mesh; print one JSON line.
 
 Runs in a sandbox on the CAD environment, in a workspace holding ``candidate.stl``, ``gold.stl``
-and ``limits.json`` (``max_faces``, ``max_bodies``, ``gap_search``). Nothing of the candidate's
+and ``limits.json`` (``max_faces``, ``max_bodies``, ``gap_search``; ``wall``: whether to measure
+the thinnest wall; ``render`` and ``render_size``: whether to draw the candidate, in pixels), and
+``_render.py`` (the rasteriser, beside this file in the package). Nothing of the candidate's
 code runs here: this process only reads its file. The size is checked from the STL header before
 anything is loaded, so a gigantic mesh costs nothing.
 
 Output: ``{"candidate": {...}, "gold": {...}, "iou": float | null, "deviation": [mm, mm3] | null}``; a mesh that could not be
-measured has ``"problem"`` set and nothing else needed.
+measured has ``"problem"`` set and nothing else needed. With ``wall`` asked, each mesh's figures
+include ``"wall"``: its thinnest wall in mm (``thinnest_wall``); with ``render`` asked, the
+candidate's include ``"render"``: a PNG picture of it, base64 (any mesh with finite vertices).
 """
 
+import base64
 import io
 import json
 import math
@@ -18,6 +23,9 @@ from pathlib import Path
 import manifold3d
 import numpy
 import trimesh
+
+sys.path.insert(0, ".")  # the workspace, where the host put _render.py
+from _render import render  # noqa: E402
 
 
 def _face_count(data):
@@ -67,6 +75,8 @@ def measure(data, limits):
         return {"problem": "the mesh has vertices more than 1e6 from the origin"}, None
     lower, upper = vertices.min(axis=0), vertices.max(axis=0)
     found = {"faces": int(len(triangles)), "bounds": [lower.tolist(), upper.tolist()]}
+    if limits.get("render"):
+        found["render"] = base64.b64encode(render(vertices.astype(float), triangles, limits["render_size"])).decode()
     found["watertight"] = bool(mesh.is_watertight and mesh.is_winding_consistent)
     solid = _manifold(vertices, triangles)
     found["manifold"] = str(solid.status()).rsplit(".", 1)[-1]
@@ -80,7 +90,53 @@ def measure(data, limits):
         found["problem"] = f"{len(bodies)} separate bodies, more than the {limits['max_bodies']} allowed"
         return found, None
     found["overlap"], found["gap"] = _pairs(bodies, limits)
+    if limits.get("wall"):
+        found["wall"] = thinnest_wall(vertices.astype(float), triangles)
     return found, solid
+
+
+def _first_hits(origins, directions, corners):
+    """Distance along each ray to the nearest triangle it crosses (inf: none), Moller-Trumbore
+    over every triangle; rays go in chunks so no temporary passes ~256k ray-triangle pairs."""
+    base, edge1, edge2 = corners[:, 0], corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]  # (F, 3)
+    nearest = numpy.full(len(origins), numpy.inf)
+    chunk = max(1, 262_144 // len(corners))
+    for start in range(0, len(origins), chunk):
+        origin = origins[start : start + chunk, None, :]  # (R, 1, 3)
+        direction = directions[start : start + chunk, None, :]  # (R, 1, 3)
+        across = numpy.cross(direction, edge2)  # (R, F, 3)
+        det = (edge1 * across).sum(-1)  # (R, F)
+        usable = numpy.abs(det) > 1e-12
+        inverse = numpy.where(usable, 1.0 / numpy.where(usable, det, 1.0), 0.0)
+        offset = origin - base  # (R, F, 3)
+        u = (offset * across).sum(-1) * inverse
+        turned = numpy.cross(offset, edge1)  # (R, F, 3)
+        v = (direction * turned).sum(-1) * inverse
+        t = (edge2 * turned).sum(-1) * inverse  # (R, F) distance along the unit ray
+        hit = usable & (u >= 0) & (v >= 0) & (u + v <= 1) & (t > 1e-4)
+        nearest[start : start + chunk] = numpy.where(hit, t, numpy.inf).min(axis=1)
+    return nearest
+
+
+def thinnest_wall(vertices, triangles, budget=4_000_000):
+    """The thinnest wall of a closed solid, mm: from points spread over its surface by area (kept
+    off the faces' edges, seeded, so the figure is reproducible), a ray goes inward along the
+    face's normal; the distance to where it leaves the solid is the wall's thickness there, and
+    the least over all points is the answer (None when no ray came out). Rays x faces stays
+    within ``budget``: 2048 rays up to 1,953 faces, fewer for a larger mesh, never under 32."""
+    corners = vertices[triangles]  # (F, 3, 3)
+    normals = numpy.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])  # (F, 3), |n| = 2 * area
+    areas = numpy.linalg.norm(normals, axis=1)  # (F,)
+    count = int(min(2048, max(32, budget // len(triangles))))
+    rng = numpy.random.default_rng(0)
+    faces = rng.choice(len(triangles), size=count, p=areas / areas.sum())  # (R,)
+    weights = rng.uniform(0.1, 1.0, size=(count, 3))
+    weights /= weights.sum(axis=1, keepdims=True)  # (R, 3) barycentric, each >= ~0.04
+    points = numpy.einsum("rk,rkd->rd", weights, corners[faces])  # (R, 3)
+    inward = -normals[faces] / areas[faces, None]  # (R, 3) unit, into the solid
+    depths = _first_hits(points, inward, corners)
+    depths = depths[numpy.isfinite(depths)]
+    return float(depths.min()) if len(depths) else None
 
 
 def deviation(first, second):
@@ -108,7 +164,7 @@ def _measure_candidate(path, limits):
 def main():
     limits = json.loads(Path("limits.json").read_text())
     candidate, solid = _measure_candidate(Path("candidate.stl"), limits)
-    gold, gold_solid = measure(Path("gold.stl").read_bytes(), limits)
+    gold, gold_solid = measure(Path("gold.stl").read_bytes(), {**limits, "render": False})
     iou, apart = None, None
     if solid is not None and gold_solid is not None:
         try:
