@@ -169,11 +169,11 @@ class PipelineSection(Section):
 
 
 class DistributedSection(Section):
-    strategy: Literal["auto", "ddp", "fsdp"] = Field(
+    strategy: Literal["auto", "ddp"] = Field(
         default="auto",
         description="data-parallel strategy over several ranks: ddp (every rank holds the whole model and "
-        "optimizer; the only one on CPU), fsdp (FSDP2 fully_shard: weights and optimizer state sharded, CUDA "
-        "only); auto: fsdp on CUDA, ddp on CPU",
+        "optimizer; gradients summed across ranks once per optimizer step); auto: ddp (FSDP sharding is not "
+        "implemented yet)",
     )
     ray_ranks: int = Field(
         default=0,

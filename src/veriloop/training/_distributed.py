@@ -350,12 +350,3 @@ def check_data_parallel(config: Any, world_size: int) -> None:
             f"schedule: multi-domain schedules train in one process for now; run {world_size} ranks with "
             "data.train, or the schedule with one process"
         )
-    strategy_for(config.distributed, config.model.device)
-
-
-def strategy_for(section: Any, device: str) -> str:
-    """The strategy ``distributed.strategy`` resolves to on ``device``: ``ddp`` or ``fsdp``."""
-    cuda = device.startswith("cuda")
-    if section.strategy == "fsdp" and not cuda:
-        raise UserError("distributed.strategy=fsdp shards over CUDA devices only; on CPU use ddp (or auto)")
-    return "fsdp" if section.strategy == "fsdp" or section.strategy == "auto" and cuda else "ddp"
