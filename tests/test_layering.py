@@ -22,6 +22,7 @@ LAYERS = {
     "review": 5,
     "cli": 6,
     "integrations": 6,
+    "__main__": 7,  # ``python -m veriloop`` (how torchrun starts it): the command line, above everything
 }
 
 

@@ -1,4 +1,9 @@
-"""``veriloop train CONFIG``: GRPO-family RL from one YAML file, any field overridable."""
+"""``veriloop train CONFIG``: GRPO-family RL from one YAML file, any field overridable.
+
+The same command runs one rank of a data-parallel run when torchrun started it
+(``torchrun --nproc-per-node N -m veriloop train CONFIG``; only rank 0 shows progress), and
+drives N ranks on Ray with ``distributed.ray_ranks=N``.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,10 @@ def train(
     ),
     overrides: list[str] = typer.Argument(None, help="SECTION.FIELD=VALUE overrides, e.g. optim.lr=3e-5"),
 ) -> int:
-    """Train a policy with RL on verifiable rewards; resumes from OUT/checkpoints when present."""
+    """Train a policy with RL on verifiable rewards; resumes from OUT/checkpoints when present.
+
+    Data-parallel: start it with torchrun --nproc-per-node N -m veriloop train CONFIG, or give
+    distributed.ray_ranks=N to run N ranks as Ray actors."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -30,11 +38,15 @@ def train(
     )
 
     from veriloop.training import RLTrainer, load_config
+    from veriloop.training._distributed import RankLost, ranks_from_environment
 
     settings = load_config(config, overrides or [])
     console = Console(stderr=True)
-    trainer = RLTrainer(settings)
-    if trainer.step_index:
+    rank = ranks_from_environment()
+    on_ray = settings.distributed.ray_ranks > 0 and rank is None  # this process drives Ray ranks
+    main = rank is None or rank.is_main
+    trainer = None if on_ray else RLTrainer(settings)
+    if trainer is not None and trainer.step_index and main:
         console.print(f"resumed from step {trainer.step_index} of {settings.run.out}", markup=False)
     # Without a terminal (nohup, batch jobs) the bar is invisible: plain lines, about 20 per run.
     plain_every = 0 if console.is_terminal else max(1, settings.run.steps // 20)
@@ -47,8 +59,9 @@ def train(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     ]
-    with Progress(*columns, console=console, disable=not settings.run.progress) as progress:
-        bar = progress.add_task("train", total=settings.run.steps, completed=trainer.step_index, status="")
+    first_step = trainer.step_index if trainer is not None else 0
+    with Progress(*columns, console=console, disable=not (settings.run.progress and main)) as progress:
+        bar = progress.add_task("train", total=settings.run.steps, completed=first_step, status="")
 
         def report(step: int, metrics: dict) -> None:
             status = f"reward {metrics.get('reward/sampled_mean', 0):.3f}"
@@ -60,21 +73,30 @@ def train(
             if metrics.get("staleness/mean"):
                 status += f"  staleness {metrics['staleness/mean']:.2f}"
             progress.update(bar, completed=step, status=status)
-            if plain_every and (step % plain_every == 0 or step == settings.run.steps):
+            if main and plain_every and (step % plain_every == 0 or step == settings.run.steps):
                 console.print(f"step {step}/{settings.run.steps}  {status}", markup=False, highlight=False)
 
         previous_term = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            trainer.train(on_step=report)
+            if trainer is None:
+                from veriloop.training._ray_ranks import train_on_ray  # ray is imported only here
+
+                train_on_ray("rl", settings, on_step=report)
+            else:
+                trainer.train(on_step=report)
         except KeyboardInterrupt:
+            where = f" at step {trainer.step_index}" if trainer is not None else ""
             console.print(
-                f"stopped at step {trainer.step_index}; resume from its last checkpoint with: {resume_hint}",
-                markup=False,
-                soft_wrap=True,
+                f"stopped{where}; resume from its last checkpoint with: {resume_hint}", markup=False, soft_wrap=True
             )
             return 130
+        except RankLost as error:
+            console.print(f"error: {error}", markup=False, soft_wrap=True, style="red")
+            return 1
         finally:
             signal.signal(signal.SIGTERM, previous_term)
+    if not main:
+        return 0
     from veriloop.training import ledger_summary, read_ledger
 
     accounting = ledger_summary(read_ledger(settings.run.out))

@@ -57,9 +57,16 @@ class SharedBackend:
         self.engine.update_weights(None, version)
 
     def rollout(
-        self, tasks: Sequence[Task], group_size: int, seed: int, progress: Progress | None = None
+        self,
+        tasks: Sequence[Task],
+        group_size: int,
+        seed: int,
+        progress: Progress | None = None,
+        first_task_index: int = 0,
     ) -> RolloutBatch:
-        return run_rollout(self.engine, self.spec, self.tools, tasks, group_size, seed, 0, progress)
+        """``first_task_index``: where ``tasks`` start in the whole batch (a data-parallel rank's
+        share), so that their episodes get the seeds they have in the whole batch."""
+        return run_rollout(self.engine, self.spec, self.tools, tasks, group_size, seed, first_task_index, progress)
 
     def close(self) -> None:
         pass  # the trainer owns the engine and its tools

@@ -40,12 +40,13 @@ class TokenBatch:
 
 
 def token_batch(trajectories: Sequence[Trajectory], pad_id: int) -> TokenBatch:
-    """One row per context of each trajectory, in order (see ``TokenBatch``)."""
+    """One row per context of each trajectory, in order (see ``TokenBatch``); no trajectories give
+    a batch of no rows (a data-parallel rank whose share of a step is empty)."""
     owners = [i for i, t in enumerate(trajectories) for _ in t.contexts()]
     contexts = [c for t in trajectories for c in t.contexts()]
     rows = len(contexts)
-    width = max(len(t.prompt_ids) + len(t.completion_ids) for t in contexts)
-    completion_width = max(max(len(t.completion_ids) for t in contexts), 1)
+    width = max((len(t.prompt_ids) + len(t.completion_ids) for t in contexts), default=1)
+    completion_width = max(max((len(t.completion_ids) for t in contexts), default=1), 1)
     input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
     attention = torch.zeros((rows, width), dtype=torch.long)
     completion = torch.full((rows, completion_width), pad_id, dtype=torch.long)
@@ -63,7 +64,9 @@ def token_batch(trajectories: Sequence[Trajectory], pad_id: int) -> TokenBatch:
             mask[i, :n] = torch.tensor(t.loss_mask, dtype=torch.float)
             if t.logprobs:
                 sampler[i, :n] = torch.tensor(t.logprobs)
-    return TokenBatch(input_ids, attention, prompt_lengths, completion, mask, sampler, torch.tensor(owners))
+    return TokenBatch(
+        input_ids, attention, prompt_lengths, completion, mask, sampler, torch.tensor(owners, dtype=torch.long)
+    )
 
 
 def completion_logprobs(
@@ -220,7 +223,7 @@ def logprobs_without_grad(
         completion_logprobs(model, batch.select(rows), temperature, lean=lean, chunk_tokens=chunk_tokens)[0].cpu()
         for rows in micro_batches(len(batch), micro_batch_size)
     ]
-    return torch.cat(parts)
+    return torch.cat(parts) if parts else torch.zeros_like(batch.sampler_logprobs)
 
 
 def _shared_prompts(batch: TokenBatch, device: Any) -> tuple[torch.Tensor, ...]:

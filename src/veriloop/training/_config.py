@@ -168,6 +168,29 @@ class PipelineSection(Section):
     stall_after_s: float = Field(default=300.0, gt=0, description="report a phase that made no progress for this long")
 
 
+class DistributedSection(Section):
+    strategy: Literal["auto", "ddp"] = Field(
+        default="auto",
+        description="data-parallel strategy over several ranks: ddp (every rank holds the whole model and "
+        "optimizer; gradients summed across ranks once per optimizer step); auto: ddp (FSDP sharding is not "
+        "implemented yet)",
+    )
+    ray_ranks: int = Field(
+        default=0,
+        ge=0,
+        description="start this many training ranks as Ray actors on pipeline.ray_address (0: one process, "
+        "or the ranks torchrun started)",
+    )
+    rank_cpus: float = Field(default=1.0, gt=0, description="ray: CPUs reserved by each training rank")
+    rank_gpus: float = Field(default=0.0, ge=0, description="ray: GPUs reserved by each training rank")
+    timeout_s: float = Field(
+        default=600.0, gt=0, description="longest wait in one collective before a rank counts as hung"
+    )
+    lost_after_s: float = Field(
+        default=10.0, ge=2, description="a rank silent this long (its process or machine died) ends the run"
+    )
+
+
 GROUP_RELATIVE = frozenset({"grpo", "dr_grpo", "rloo"})  # advantages from a group's own samples
 
 
@@ -185,6 +208,7 @@ class TrainConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)  # multi-domain runs (veriloop.scheduling)
     pipeline: PipelineSection = Field(default_factory=PipelineSection)
+    distributed: DistributedSection = Field(default_factory=DistributedSection)
 
     @field_validator("plugins")
     @classmethod
@@ -293,3 +317,4 @@ class SFTConfig(Section):
     data: SFTDataSection = Field(default_factory=SFTDataSection)
     optim: SFTOptimSection = Field(default_factory=SFTOptimSection)
     run: SFTRunSection = Field(default_factory=SFTRunSection)
+    distributed: DistributedSection = Field(default_factory=DistributedSection)

@@ -15,7 +15,9 @@ import copy
 import dataclasses
 import json
 import random
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +28,15 @@ import torch
 
 from veriloop.algorithms import compute_advantages, kl_penalty, truncated_importance_weights
 from veriloop.core import Task, Trajectory, UserError, ensure_strict_blas, load_plugins
-from veriloop.rollout import HFEngine, LeanDecoder, TrajectoryStore, context_summary, rollout
+from veriloop.rollout import (
+    HFEngine,
+    LeanDecoder,
+    RolloutBatch,
+    TrajectoryStore,
+    context_summary,
+    rollout,
+    summarize_rollout,
+)
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
 from veriloop.training._backends import rollout_backend_for
@@ -41,6 +51,7 @@ from veriloop.training._batch import (
 from veriloop.training._checkpoint import list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
 from veriloop.training._config import TrainConfig
 from veriloop.training._data import SamplerState, TaskSampler
+from veriloop.training._distributed import check_data_parallel, process_group_for
 from veriloop.training._heartbeat import Heartbeats, Stall
 from veriloop.training._ledger import PromptLedger
 from veriloop.training._metrics import MetricsLogger
@@ -65,6 +76,10 @@ class RLTrainer:
     Rollouts run on a backend chosen by ``pipeline``: the trainer's own engine, sharing its
     weights (sync, local), or workers with their own copies that receive the weights after each
     update (async, or Ray), which may sample up to ``pipeline.max_staleness`` steps ahead.
+
+    Started as one rank of several (torchrun, or the Ray launcher), it trains data-parallel with
+    the others (``_distributed.py``): each rank samples and trains on its share of the step, the
+    step equals the single-process step, and only rank 0 writes under ``run.out``.
     """
 
     def __init__(
@@ -76,8 +91,15 @@ class RLTrainer:
     ):
         ensure_strict_blas()  # before the policy loads: its samples and updates must not depend on batch shapes
         self.config = config
+        self.ranks = process_group_for(config.distributed, config.model.device)
+        check_data_parallel(config, self.ranks.world_size)
         load_plugins(config.plugins)  # a config built in Python has not loaded them yet
         self.out = Path(config.run.out)
+        # Ranks other than 0 keep their (identical) logs in a private directory, removed at close.
+        self._scratch = (
+            None if self.ranks.is_main else Path(tempfile.mkdtemp(prefix=f"veriloop-rank{self.ranks.rank}-"))
+        )
+        logs = self._scratch or self.out
         self.checkpoint_dir = self.out / "checkpoints"
         seed_everything(config.run.seed)
         self.heldout = (
@@ -108,9 +130,10 @@ class RLTrainer:
             torch.set_num_threads(config.pipeline.torch_threads)
         checkpoints = list_checkpoints(self.checkpoint_dir)
         resume_from = checkpoints[-1] if checkpoints else None
-        check_and_save_run_config(self.out, config, resuming=resume_from is not None)
+        main = self.ranks.is_main
+        check_and_save_run_config(self.out, config, resuming=resume_from is not None, save=main)
         environments = environment_hashes(t.environment for t in self.tasks if t.environment)
-        check_and_save_environments(self.out, environments, config, resuming=resume_from is not None)
+        check_and_save_environments(self.out, environments, config, resuming=resume_from is not None, save=main)
         self.model, self.tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
         self.reference = reference_model(self.model, config.model) if config.algorithm.beta > 0 else None
         self.engine = HFEngine(self.model, self.tokenizer, max_batch_size=config.rollout.max_batch_size)
@@ -132,10 +155,10 @@ class RLTrainer:
         self.draws = 0  # prompts drawn by the steps trained so far (the ledger's length)
         self.trained_sampler_state = self.sampler.state  # the cursor as of the last trained step
         self.episode = episode_config(config)
-        self.metrics = MetricsLogger(self.out, config.run.loggers, config.model_dump(mode="json"))
-        self.store = TrajectoryStore(self.out / "trajectories") if config.run.save_trajectories else None
-        self.ledger = PromptLedger(self.out)
-        self.heartbeats = Heartbeats(config.pipeline.stall_after_s, self.out, on_stall=_warn_stall)
+        self.metrics = MetricsLogger(logs, config.run.loggers if main else (), config.model_dump(mode="json"))
+        self.store = TrajectoryStore(self.out / "trajectories") if config.run.save_trajectories and main else None
+        self.ledger = PromptLedger(logs)
+        self.heartbeats = Heartbeats(config.pipeline.stall_after_s, logs, on_stall=_warn_stall)
         if resume_from is not None:
             self._resume(resume_from)
         self._next_draw = self.draws  # the producer's count, ahead of ``draws`` in async mode
@@ -163,14 +186,18 @@ class RLTrainer:
         trajectories = [t for group in groups for t in group]
         # 4. Rewards, shaped: overlong answers penalised, KL as a reward penalty if asked.
         rewards, keep_mask = self._shaped_rewards(trajectories)  # (N,), (N,)
-        # One row per context the model saw (B >= N: a rewritten context trains as its segments).
-        batch = token_batch(trajectories, self.engine.pad_token_id)
-        owner = batch.trajectory_index  # (B,) the trajectory of each row
+        # This rank trains on its share of the groups (one process: all of them). One row per
+        # context the model saw (B >= N: a rewritten context trains as its segments).
+        share = self.ranks.share(len(groups))
+        first = share.start * group_size
+        batch = token_batch(trajectories[first : share.stop * group_size], self.engine.pad_token_id)
+        owner = batch.trajectory_index + first  # (B,) the trajectory of each row, in the whole step
         batch.loss_mask *= keep_mask[owner][:, None]  # (B, C)
         reference_logprobs = self._reference_logprobs(batch) if self.reference_needed else None  # (B, C)
         if reference_logprobs is not None and algo.kl_mode == "reward":
             kl = kl_penalty(batch.sampler_logprobs, reference_logprobs, algo.kl_estimator)  # (B, C)
-            rewards = rewards - algo.beta * torch.zeros_like(rewards).index_add(0, owner, (kl * batch.loss_mask).sum(1))
+            per_trajectory = torch.zeros_like(rewards).index_add(0, owner, (kl * batch.loss_mask).sum(1))  # (N,)
+            rewards = rewards - algo.beta * self.ranks.sum_tensor(per_trajectory)  # every rank's rows
         # 5. Advantages per group, from rewards put on a per-domain scale when the schedule normalises.
         if self.schedule is not None:
             rewards_scaled = self.schedule.normalize(rewards, [t.domain for t in trajectories], group_size)
@@ -198,7 +225,7 @@ class RLTrainer:
                 "reward/mean": float(torch.tensor([t.reward for t in trajectories]).mean()),
                 "reward/shaped_mean": float(rewards.mean()),
                 "pass_rate": sum(t.score.passed for t in trajectories) / len(trajectories),
-                "response_tokens/mean": float(batch.loss_mask.sum() / len(trajectories)),
+                "response_tokens/mean": self.ranks.total([batch.loss_mask.sum()])[0] / len(trajectories),
             },
             queue_depth,
         )
@@ -254,7 +281,7 @@ class RLTrainer:
             def progress(done: int, total: int, doing: str = doing) -> None:
                 self.heartbeats.beat("rollout", f"{doing}, {done}/{total} episodes done")
 
-            batch = self.backend.rollout(tasks, cfg.group_size, seed, progress=progress)
+            batch = self._rollout_share(tasks, cfg.group_size, seed, progress)
             rounds += 1
             if self.schedule is not None:  # every group, kept or not, informs the curriculum
                 self.schedule.observe(batch.trajectories)
@@ -306,6 +333,23 @@ class RLTrainer:
             version,
             busy_s=time.monotonic() - started,
         )
+
+    def _rollout_share(self, tasks: list[Task], group_size: int, seed: int, progress: Any) -> RolloutBatch:
+        """The round's rollout of ``tasks``: this rank samples its share, the shares are gathered in
+        rank order, so every rank holds the batch one process samples (episode seeds follow each
+        task's index in the whole round)."""
+        if self.ranks.world_size == 1:
+            return self.backend.rollout(tasks, group_size, seed, progress=progress)
+        share = self.ranks.share(len(tasks))
+        mine = self.backend.rollout(
+            tasks[share.start : share.stop], group_size, seed, progress=progress, first_task_index=share.start
+        )
+        parts = self.ranks.gather(mine)
+        trajectories = tuple(t for part in parts for t in part.trajectories)
+        wall_s = max(part.metrics.wall_s for part in parts)  # the ranks sample side by side
+        engine_busy_s = sum(part.metrics.engine_busy_s for part in parts)
+        sandbox_workers = self.config.pipeline.sandbox_workers * self.ranks.world_size
+        return RolloutBatch(trajectories, summarize_rollout(trajectories, wall_s, sandbox_workers, engine_busy_s))
 
     def _shaped_rewards(self, trajectories: list[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
         """Rewards (N,) after overlong shaping, and a (N,) 0/1 mask of trajectories to train on."""
@@ -359,11 +403,11 @@ class RLTrainer:
         if not (decoupled or self.config.algorithm.recompute_logprobs):
             return LossInputs(batch, sampler, advantages, reference_logprobs, stale=stale), {}
         recomputed = self._logprobs_without_grad(self.model, batch, self.engine.lean)  # (B, C)
-        diff = (recomputed - sampler).abs() * batch.loss_mask
-        tokens = batch.loss_mask.sum().clamp(min=1)
+        diff = (recomputed - sampler).abs() * batch.loss_mask  # (B, C)
+        diff_sum, tokens = self.ranks.total([diff.sum(), batch.loss_mask.sum()])  # over every rank's rows
         metrics = {
-            "logprob_mismatch/mean_abs": float(diff.sum() / tokens),
-            "logprob_mismatch/max_abs": float(diff.max()),
+            "logprob_mismatch/mean_abs": diff_sum / max(tokens, 1.0),
+            "logprob_mismatch/max_abs": max(self.ranks.gather(float(diff.max()) if diff.numel() else 0.0)),
         }
         if not decoupled:
             return LossInputs(
@@ -371,9 +415,11 @@ class RLTrainer:
             ), metrics
         weights = truncated_importance_weights(recomputed, sampler, pipeline.is_cap)  # (B, C)
         mask = batch.loss_mask.bool()
-        metrics["is_weight/mean"] = float(weights[mask].mean()) if mask.any() else 1.0
-        truncated = float((weights[mask] >= pipeline.is_cap).float().mean()) if mask.any() else 0.0
-        metrics["is_weight/truncated_fraction"] = truncated
+        weight_sum, truncated, count = self.ranks.total(
+            [weights[mask].sum(), (weights[mask] >= pipeline.is_cap).sum(), mask.sum()]
+        )
+        metrics["is_weight/mean"] = weight_sum / count if count else 1.0
+        metrics["is_weight/truncated_fraction"] = truncated / count if count else 0.0
         return LossInputs(batch, recomputed, advantages, reference_logprobs, weights, stale), metrics
 
     def _update(self, inputs: LossInputs) -> dict[str, float]:
@@ -381,11 +427,15 @@ class RLTrainer:
 
         The gradient is accumulated micro-batch by micro-batch, each micro-batch's loss weighted
         by its share of the batch (tokens for token-mean, sequences otherwise), so any micro-batch
-        size gives the gradient of one big batch. Returns the batch-weighted loss statistics.
+        size gives the gradient of one big batch. Over several ranks the shares are of the whole
+        step (counts summed over the ranks) and the gradients are summed across ranks before
+        clipping, so any number of ranks gives that gradient too. Returns the batch-weighted loss
+        statistics.
         """
         algo, optim = self.config.algorithm, self.config.optim
         dual_clip = self._dual_clip(inputs.stale)
-        total_tokens = float(inputs.batch.loss_mask.sum().clamp(min=1))
+        total_tokens, total_rows = self.ranks.total([inputs.batch.loss_mask.sum(), len(inputs)])  # whole step
+        total_tokens = max(total_tokens, 1.0)
         sums: dict[str, float] = {}
         self.model.train()
         doing = f"step {self.step_index}: update on {len(inputs)} sequences"
@@ -396,7 +446,7 @@ class RLTrainer:
                 for rows in micro_batches(len(inputs), optim.micro_batch_size):
                     micro = inputs.select(rows)
                     tokens = float(micro.batch.loss_mask.sum())
-                    weight = tokens / total_tokens if algo.aggregation == "token-mean" else len(micro) / len(inputs)
+                    weight = tokens / total_tokens if algo.aggregation == "token-mean" else len(micro) / total_rows
                     logprobs, entropy = completion_logprobs(
                         self.model,
                         micro.batch,
@@ -410,9 +460,11 @@ class RLTrainer:
                     (loss * weight).backward()
                     for key, value in stats.items():
                         pass_sums[key] = pass_sums.get(key, 0.0) + value * weight
-                for key, value in pass_sums.items():
-                    sums[key] = sums.get(key, 0.0) + value / optim.updates_per_batch
+                for part in self.ranks.gather(pass_sums):  # a rank with no rows adds nothing
+                    for key, value in part.items():
+                        sums[key] = sums.get(key, 0.0) + value / optim.updates_per_batch
                 trainable = [p for p in self.model.parameters() if p.requires_grad]
+                self.ranks.reduce_gradients(trainable)  # (summed over ranks: the whole step's gradient)
                 grad_norm = torch.nn.utils.clip_grad_norm_(trainable, optim.max_grad_norm)
                 self.optimizer.step()
                 self.scheduler.step()
@@ -430,18 +482,21 @@ class RLTrainer:
     # ---- the loop around it --------------------------------------------------------------
 
     def evaluate(self) -> dict[str, float]:
-        """Sampled pass@1 on the held-out tasks (``run.eval_samples`` samples each), per domain too."""
+        """Sampled pass@1 on the held-out tasks (``run.eval_samples`` samples each), per domain too;
+        each rank samples its share of the tasks."""
+        share = self.ranks.share(len(self.heldout))
         batch = rollout(
-            self.heldout,
+            self.heldout[share.start : share.stop],
             self.engine,
             self.episode,
             group_size=self.config.run.eval_samples,
             concurrency=self.config.rollout.concurrency,
             seed=10_007,
             tools=self.tools,
+            first_task_index=share.start,
         )
         by_domain: dict[str, list[float]] = {}
-        for t in batch.trajectories:
+        for t in (t for part in self.ranks.gather(list(batch.trajectories)) for t in part):
             by_domain.setdefault(t.domain, []).append(float(t.score is not None and t.score.passed))
         everything = [v for values in by_domain.values() for v in values]
         metrics = {"eval/pass@1": sum(everything) / max(len(everything), 1)}
@@ -473,7 +528,8 @@ class RLTrainer:
             self._stop_pipeline()
         if not run.checkpoint_every or self.step_index % run.checkpoint_every:
             self.save_checkpoint()
-        save_final(self.model, self.tokenizer, self.out / "final")
+        if self.ranks.is_main:
+            save_final(self.model, self.tokenizer, self.out / "final")
         self.close()
         return history
 
@@ -486,6 +542,9 @@ class RLTrainer:
         if self._owns_tools and self.tools is not None:
             self.tools.close()
             self.tools = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        self.ranks.close()  # a barrier: every rank reaches its close
 
     def _start_pipeline(self) -> None:
         """Async mode: the producer thread starts sampling ahead of the trainer."""
@@ -515,7 +574,10 @@ class RLTrainer:
         else:
             self.backend.set_weights(version, state)
 
-    def save_checkpoint(self) -> Path:
+    def save_checkpoint(self) -> Path | None:
+        """Write a checkpoint (rank 0 only: every rank holds the same state; None on the others)."""
+        if not self.ranks.is_main:
+            return None
         # In async mode the sampler has run ahead; the checkpoint keeps the cursor of the last
         # trained step, so a resumed run draws the prompts of untrained batches again.
         sampler_state = self.trained_sampler_state if self.config.pipeline.mode == "async" else self.sampler.state

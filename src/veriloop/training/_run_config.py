@@ -30,6 +30,13 @@ ALWAYS_CHANGEABLE = frozenset(
         "run.resume_changes",
         "pipeline.stall_after_s",
         "pipeline.torch_threads",
+        # How many ranks train and how they are started: a checkpoint resumes at any world size.
+        "distributed.strategy",
+        "distributed.ray_ranks",
+        "distributed.rank_cpus",
+        "distributed.rank_gpus",
+        "distributed.timeout_s",
+        "distributed.lost_after_s",
     }
 )
 
@@ -56,8 +63,9 @@ def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
         return saved
 
 
-def check_and_save_run_config(out: Path, config: TrainConfig, resuming: bool) -> None:
-    """On resume, raise a UserError naming every changed field not allowed to change; then save."""
+def check_and_save_run_config(out: Path, config: TrainConfig, resuming: bool, save: bool = True) -> None:
+    """On resume, raise a UserError naming every changed field not allowed to change; then save
+    (unless ``save`` is False: a data-parallel rank other than 0 only checks)."""
     path = out / CONFIG_FILE
     now = json.loads(config.model_dump_json())
     if resuming and path.is_file():
@@ -74,12 +82,16 @@ def check_and_save_run_config(out: Path, config: TrainConfig, resuming: bool) ->
                 f"{out}: resuming with a config that differs from the run's ({'; '.join(changed)}); "
                 "restore those settings, use another run.out, or allow them with run.resume_changes=[FIELD,...]"
             )
-    _save(path, now)
+    if save:
+        _save(path, now)
 
 
-def check_and_save_environments(out: Path, environments: dict[str, str], config: TrainConfig, resuming: bool) -> None:
+def check_and_save_environments(
+    out: Path, environments: dict[str, str], config: TrainConfig, resuming: bool, save: bool = True
+) -> None:
     """On resume, a UserError when an environment of the run's tasks is another build than the
-    one the run began with (unless ``run.resume_changes`` holds ``environments``); then save."""
+    one the run began with (unless ``run.resume_changes`` holds ``environments``); then save
+    (unless ``save`` is False)."""
     path = out / ENVIRONMENTS_FILE
     if resuming and path.is_file() and "environments" not in config.run.resume_changes:
         saved = json.loads(path.read_text(encoding="utf-8"))
@@ -89,7 +101,8 @@ def check_and_save_environments(out: Path, environments: dict[str, str], config:
                 f"{out}: the run began on other builds of its environments ({'; '.join(changed)}); rebuild "
                 "them as they were, use another run.out, or allow it with run.resume_changes=[environments]"
             )
-    _save(path, environments)
+    if save:
+        _save(path, environments)
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:

@@ -4,6 +4,11 @@ Conversations are tokenized the way rollouts build sequences (template applied t
 once, each assistant message followed by the end-of-turn token, observations rendered by the
 template in between), so a model trained here sees at rollout exactly the token layout it
 learned from.
+
+Data-parallel (N ranks, ``_distributed.py``): every rank draws the same batch, computes the loss
+on its contiguous share of it, weighted by its share of the batch's assistant tokens counted over
+all ranks, and the gradients are summed across ranks: the update of one process on the whole
+batch. Rank 0 saves the model.
 """
 
 from __future__ import annotations
@@ -122,10 +127,19 @@ def train_sft(
     seed: int = 0,
     on_step: Callable[[SFTStep], None] | None = None,
     chunk_tokens: int = 0,
+    ranks: Any = None,
 ) -> list[SFTStep]:
     """Train ``model`` in place for ``steps`` optimizer steps on shuffled conversations
-    (``chunk_tokens`` as in ``sft_loss``)."""
+    (``chunk_tokens`` as in ``sft_loss``). ``ranks``: the data-parallel group this process is a
+    rank of (``_distributed.process_group_for``); None trains alone. ``SFTStep.loss`` and
+    ``tokens`` are the whole batch's."""
     import torch
+
+    from veriloop.training._distributed import SingleProcess
+
+    ranks = ranks if ranks is not None else SingleProcess()
+    if batch_size < ranks.world_size:
+        raise ValueError(f"batch_size {batch_size} gives some of the {ranks.world_size} ranks no conversation")
 
     examples = [tokenize_conversation(tokenizer, c) for c in conversations]
     if not examples:
@@ -146,13 +160,18 @@ def train_sft(
             order += fresh
         batch = [examples[i] for i in order[:batch_size]]
         del order[:batch_size]
-        loss, tokens = sft_loss(model, batch, pad_id, lean, chunk_tokens)
+        share = ranks.share(len(batch))
+        loss, tokens = sft_loss(model, batch[share.start : share.stop], pad_id, lean, chunk_tokens)
+        (total_tokens,) = ranks.total([tokens])
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        # This share's token-weighted part of the whole batch's mean (the mean itself in one process).
+        (loss * (tokens / max(total_tokens, 1.0))).backward()
+        ranks.reduce_gradients(model.parameters())
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        record = SFTStep(step=step, loss=float(loss.detach()), tokens=tokens)
+        (loss_sum,) = ranks.total([float(loss.detach()) * tokens])
+        record = SFTStep(step=step, loss=loss_sum / max(total_tokens, 1.0), tokens=int(total_tokens))
         history.append(record)
         if on_step is not None:
             on_step(record)
@@ -179,6 +198,7 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
     from pathlib import Path
 
     from veriloop.core import RowErrors, UserError
+    from veriloop.training._distributed import process_group_for
     from veriloop.training._model import load_policy, save_final
 
     if not config.data.train:
@@ -191,6 +211,9 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
     ]
     if problems:
         raise RowErrors(problems)
+    ranks = process_group_for(config.distributed, config.model.device)
+    if config.optim.batch_size < ranks.world_size:
+        raise UserError(f"optim.batch_size: {config.optim.batch_size} is below the {ranks.world_size} ranks")
     model, tokenizer = load_policy(config.model)
     history = train_sft(
         model,
@@ -203,6 +226,9 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
         seed=config.run.seed,
         on_step=on_step,
         chunk_tokens=config.optim.logit_chunk_tokens,
+        ranks=ranks,
     )
-    save_final(model, tokenizer, Path(config.run.out))
+    if ranks.is_main:
+        save_final(model, tokenizer, Path(config.run.out))
+    ranks.close()
     return history

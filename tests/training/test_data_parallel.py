@@ -1,0 +1,308 @@
+"""Data-parallel training on CPU with gloo and two ranks, launched for real: ranks as separate
+processes with torchrun's environment (the way torchrun and the Ray launcher start them), real
+``torchrun``, and Ray actors, each on loopback ports picked free.
+
+The claim under test: N ranks train the step one process trains on the same batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from veriloop.core import UserError
+from veriloop.training._distributed import check_data_parallel, rank_share, ranks_from_environment
+
+HERE = Path(__file__).parent
+PYTHON = sys.executable
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+# AdamW divides by sqrt(v) + 1e-8: where a gradient is near 1e-8, a 1e-10 difference in the
+# gradient (summation order) moves the update by ~1e-5. Updated weights are compared to 1e-6
+# relative where gradients are far from that, and as whole tensors to this looser bound.
+ADAM_TENSOR_RTOL = 2e-4
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _rank_env(rank: int, world_size: int, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+    )
+    return env
+
+
+def start_ranks(args: list[str], world_size: int, logs: Path) -> list[subprocess.Popen]:
+    """``world_size`` processes running ``args``, rank r with torchrun's environment; output to ``logs``."""
+    port = _free_port()
+    logs.mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            args,
+            env=_rank_env(rank, world_size, port),
+            stdout=subprocess.DEVNULL,
+            stderr=(logs / f"rank{rank}.log").open("w"),
+        )
+        for rank in range(world_size)
+    ]
+
+
+def run_ranks(args: list[str], world_size: int, logs: Path, timeout: float = 300) -> None:
+    processes = start_ranks(args, world_size, logs)
+    codes = [p.wait(timeout=timeout) for p in processes]
+    assert codes == [0] * world_size, [(logs / f"rank{r}.log").read_text()[-2000:] for r in range(world_size)]
+
+
+def run_alone(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
+    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def torchrun(nproc: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    command = [str(TORCHRUN), "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1"]
+    command += ["--master-port", str(_free_port()), "-m", "veriloop", *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def assert_same_step(one: dict, two: dict) -> None:
+    """Gradients equal to 1e-6 relative per tensor; updates equal where AdamW is well conditioned."""
+    assert one["grad"].keys() == two["grad"].keys()
+    for name, grad in one["grad"].items():
+        difference = (two["grad"][name] - grad).norm() / grad.norm().clamp(min=1e-30)
+        assert difference <= 1e-6, (name, float(difference))
+    for name, before in one["before"].items():
+        assert torch.equal(before, two["before"][name]), name  # the same starting point
+        assert not torch.equal(one["after"][name], before), name  # the step moved every tensor
+        conditioned = one["grad"][name].abs() > 1e-5
+        after_one, after_two = one["after"][name][conditioned], two["after"][name][conditioned]
+        assert torch.allclose(after_two, after_one, rtol=1e-6, atol=1e-8), name
+        difference = (two["after"][name] - one["after"][name]).norm() / one["after"][name].norm()
+        assert difference <= ADAM_TENSOR_RTOL, (name, float(difference))
+
+
+def write_config(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture
+def rl_config(config_file):
+    """The digit-task config, small: 4 prompts x 4 samples, one torch thread (as each rank has)."""
+
+    def make(**run):
+        return config_file(
+            rollout={"prompts_per_step": 4},
+            optim={"warmup_steps": 1},
+            pipeline={"torch_threads": 1},
+            run={"checkpoint_every": 1, **run},
+        )
+
+    return make
+
+
+# ---- units ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 5, 8])
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_rank_shares_cover_the_batch_in_rank_order(count, world_size):
+    shares = [rank_share(count, rank, world_size) for rank in range(world_size)]
+    assert [i for share in shares for i in share] == list(range(count))
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+def test_the_environment_names_the_rank_or_nothing():
+    assert ranks_from_environment({}) is None
+    full = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    info = ranks_from_environment(full)
+    assert (info.rank, info.world_size, info.local_rank, info.is_main) == (1, 2, 1, False)
+    with pytest.raises(UserError, match="RANK, WORLD_SIZE set but not LOCAL_RANK, MASTER_ADDR, MASTER_PORT"):
+        ranks_from_environment({"RANK": "0", "WORLD_SIZE": "2"})
+    with pytest.raises(UserError, match="RANK=2 is outside WORLD_SIZE=2"):
+        ranks_from_environment({**full, "RANK": "2"})
+
+
+def test_a_half_set_environment_is_a_one_line_error(rl_config):
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2"}
+    env.pop("LOCAL_RANK", None)
+    result = subprocess.run(
+        [PYTHON, "-m", "veriloop", "train", str(rl_config())], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: environment: RANK, WORLD_SIZE set but not LOCAL_RANK, MASTER_ADDR, MASTER_PORT; "
+        "start data-parallel runs with torchrun --nproc-per-node N -m veriloop train CONFIG"
+    ]
+
+
+def test_data_parallel_rl_refuses_what_it_cannot_split(make_config):
+    check_data_parallel(make_config(pipeline={"mode": "async"}), 1)  # one process: anything goes
+    with pytest.raises(UserError, match="use pipeline.mode=sync and pipeline.backend=local"):
+        check_data_parallel(make_config(pipeline={"mode": "async"}), 2)
+
+
+# ---- one step: two ranks equal one process -------------------------------------------------------
+
+
+@pytest.mark.determinism
+def test_two_ranks_train_the_rl_step_one_process_trains(tmp_path, rl_config):
+    config = rl_config(checkpoint_every=0, out=str(tmp_path / "run"))
+    script = [PYTHON, str(HERE / "data_parallel_rank.py"), "rl", str(config)]
+    run_alone([*script, str(tmp_path / "one.pt")])
+    run_ranks([*script, str(tmp_path / "two.pt")], 2, tmp_path / "logs")
+    assert_same_step(torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt"))
+
+
+@pytest.mark.determinism
+def test_two_ranks_train_the_sft_step_one_process_trains(tmp_path, tiny_model_dir):
+    data = tmp_path / "sft.jsonl"
+    # Answers of different lengths: the ranks' shares hold different token counts, so a mean of
+    # per-rank means would weigh them wrongly; the whole batch's token mean must come out.
+    rows = [
+        {"messages": [{"role": "user", "content": f"{i}?"}, {"role": "assistant", "content": str(i) * (1 + i % 4)}]}
+        for i in range(6)
+    ]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    config = write_config(
+        tmp_path / "sft.yaml",
+        {"model": {"path": str(tiny_model_dir)}, "data": {"train": str(data)}, "optim": {"batch_size": 5, "lr": 2e-3}},
+    )
+    script = [PYTHON, str(HERE / "data_parallel_rank.py"), "sft", str(config)]
+    run_alone([*script, str(tmp_path / "one.pt")])
+    run_ranks([*script, str(tmp_path / "two.pt")], 2, tmp_path / "logs")
+    assert_same_step(torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt"))
+
+
+# ---- torchrun: checkpoints across world sizes ----------------------------------------------------
+
+
+def _checkpoint(out: Path, step: int) -> tuple[dict[str, torch.Tensor], dict]:
+    from safetensors.torch import load_file
+
+    directory = out / "checkpoints" / f"step-{step:08d}"
+    return load_file(directory / "model" / "model.safetensors"), torch.load(
+        directory / "trainer_state.pt", weights_only=False
+    )
+
+
+def _assert_close_to(straight: Path, resumed: Path, step: int) -> None:
+    """Weights and AdamW moments of ``step`` agree (the optimizer state crossed the resume)."""
+    weights, state = _checkpoint(straight, step)
+    other_weights, other_state = _checkpoint(resumed, step)
+    for name, tensor in weights.items():
+        assert (other_weights[name] - tensor).norm() / tensor.norm() <= ADAM_TENSOR_RTOL, name
+    for index, moments in state["optimizer"]["state"].items():
+        for key in ("exp_avg", "exp_avg_sq"):
+            mine, theirs = moments[key], other_state["optimizer"]["state"][index][key]
+            assert (theirs - mine).norm() <= 1e-3 * mine.norm() + 1e-12, (index, key)
+        assert float(other_state["optimizer"]["state"][index]["step"]) == step
+
+
+def test_torchrun_runs_resume_across_a_change_of_world_size(tmp_path, rl_config):
+    from veriloop.training import read_ledger, read_metrics
+
+    config = str(rl_config(steps=3))
+    run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={tmp_path / 'straight'}"])
+    two_then_one, one_then_two = tmp_path / "two-then-one", tmp_path / "one-then-two"
+    started = torchrun(2, "train", config, f"run.out={two_then_one}", "run.steps=2")
+    assert started.stderr.count("final model:") == 1  # rank 0 alone reports
+    resumed = run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={two_then_one}"])
+    assert "resumed from step 2" in resumed.stderr
+    run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={one_then_two}", "run.steps=2"])
+    resumed = torchrun(2, "train", config, f"run.out={one_then_two}")
+    assert "resumed from step 2" in resumed.stderr
+
+    for out in (two_then_one, one_then_two):
+        assert [r["step"] for r in read_metrics(out)] == [1, 2, 3]
+        assert read_ledger(out) == read_ledger(tmp_path / "straight")  # the same prompts, each once
+        _assert_close_to(tmp_path / "straight", out, 3)
+        assert (out / "final" / "model.safetensors").is_file()
+        assert not list(out.glob("**/rank*")), "only rank 0 writes"
+
+
+# ---- a lost rank --------------------------------------------------------------------------------
+
+
+def test_a_killed_rank_ends_the_run_fast_and_a_rerun_resumes(tmp_path, rl_config):
+    from veriloop.training import read_metrics
+
+    out = tmp_path / "run"
+    config = str(rl_config(out=str(out)))
+    command = [PYTHON, "-m", "veriloop", "train", config, "distributed.lost_after_s=3"]
+    ranks = start_ranks([*command, "run.steps=1000"], 2, tmp_path / "logs")
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoints" / "step-00000001").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ranks[1].send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    code = ranks[0].wait(timeout=120)
+    waited = time.monotonic() - killed_at
+    error = (tmp_path / "logs" / "rank0.log").read_text()
+    assert code != 0, error
+    assert waited < 30, waited  # seconds (lost_after_s plus exit), not a collective timeout
+    assert "rank 1 of 2 lost" in error and "rerun the same command to resume" in error, error[-2000:]
+
+    last = int(sorted((out / "checkpoints").glob("step-*"))[-1].name.split("-")[1])
+    run_ranks([*command, f"run.steps={last + 1}"], 2, tmp_path / "rerun")
+    assert f"resumed from step {last}" in (tmp_path / "rerun" / "rank0.log").read_text()
+    assert [r["step"] for r in read_metrics(out)] == list(range(1, last + 2))
+    assert (out / "final" / "model.safetensors").is_file()
+
+
+# ---- Ray ------------------------------------------------------------------------------------------
+
+
+def test_ray_ranks_train_the_run_one_process_trains(tmp_path, rl_config):
+    """``distributed.ray_ranks=2``: two Ray actors (on a private single-node Ray on loopback) form the
+    process group; the run is the single-process run, written once, by rank 0."""
+    pytest.importorskip("ray", reason="the Ray launcher needs ray: pip install -e '.[dev]' (make setup)")
+    from safetensors.torch import load_file
+
+    from veriloop.training import read_ledger, read_metrics
+
+    config = str(rl_config(steps=2))
+    alone, on_ray = tmp_path / "alone", tmp_path / "ray"
+    run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={alone}"])
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    result = subprocess.run(
+        [PYTHON, "-m", "veriloop", "train", config, f"run.out={on_ray}", "distributed.ray_ranks=2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("final model:") == 1
+    assert [r["step"] for r in read_metrics(on_ray)] == [1, 2]
+    assert [r["reward/sampled_mean"] for r in read_metrics(on_ray)] == [
+        r["reward/sampled_mean"] for r in read_metrics(alone)
+    ]
+    assert read_ledger(on_ray) == read_ledger(alone)
+    expected = load_file(alone / "final" / "model.safetensors")
+    final = load_file(on_ray / "final" / "model.safetensors")
+    for name, tensor in expected.items():
+        assert (final[name] - tensor).norm() / tensor.norm() <= ADAM_TENSOR_RTOL, name
