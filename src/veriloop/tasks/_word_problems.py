@@ -42,7 +42,9 @@ class WordProblemOptions(GeneratorOptions):
         le=LEVELS,
         description="1: groups and bundles of ten; 2: also of a hundred; 3: also of a thousand, and sharing",
     )
-    max_count: int = Field(default=99, ge=2, le=9999, description="most groups in a groups problem")
+    max_count: int = Field(
+        default=99, ge=2, le=9999, description="most groups in a groups problem, or filled in a sharing one"
+    )
     domain: str = Field(default="math", min_length=1, description="domain name of the tasks")
 
 
@@ -67,7 +69,7 @@ def _bundles(rng: random.Random, level: int, max_count: int) -> tuple[str, int, 
 
 
 def _sharing(rng: random.Random, level: int, max_count: int) -> tuple[str, int, dict[str, Any]]:
-    one, many, items, _ = rng.choice(_THINGS)
+    _, many, items, _ = rng.choice(_THINGS)
     per = 10 ** rng.randint(1, level - 1)
     count = rng.randint(2, max_count)
     prompt = f"{count * per} {items} are packed in {many} of {per}. How many {many} are filled?"
