@@ -36,6 +36,9 @@ class CodeFunctionsOptions(GeneratorOptions):
     unsafe_behaviour_penalty: float = Field(
         default=0.1, ge=0, le=1, description="taken off the reward of an answer whose run behaves unsafely"
     )
+    stderr_penalty: float = Field(
+        default=0.0, ge=0, le=1, description="taken off the reward of an answer whose run writes to stderr (a warning)"
+    )
     domain: str = Field(default="code", min_length=1, description="domain name of the tasks")
 
 
@@ -72,6 +75,8 @@ def generate_code_functions(options: CodeFunctionsOptions) -> list[Task]:
             "timeout_s": 5.0,
             "unsafe_behaviour_penalty": options.unsafe_behaviour_penalty or None,
         }
+        if options.stderr_penalty:
+            verifier["stderr_penalty"] = options.stderr_penalty
         tasks.append(
             generated_task(
                 "code-functions",

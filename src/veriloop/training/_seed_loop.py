@@ -141,7 +141,13 @@ DOMAINS = (
     SeedDomain(
         "code",
         "code-functions",
-        lambda c: {"max_constant": 9, "dynamic_cases": 8, "unsafe_behaviour_penalty": 0.1, "domain": "code"},
+        lambda c: {
+            "max_constant": 9,
+            "dynamic_cases": 8,
+            "unsafe_behaviour_penalty": 0.1,
+            "stderr_penalty": 0.05,
+            "domain": "code",
+        },
         _code_demo,
     ),
     SeedDomain("math", "word-problems", lambda c: {"difficulty": 2, "domain": "math"}, _math_demo),

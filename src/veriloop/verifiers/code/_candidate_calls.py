@@ -26,6 +26,7 @@ from veriloop.verifiers.code._scripts import build_script, new_nonce
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, decode_value
 
 MAX_RESTARTS = 3
+STDERR_KEPT = 2000
 
 Outcome = dict[str, Any]
 """``{"value": <encoded plain value>}``, ``{"iterator": [<encoded items>], "complete": bool}`` (a
@@ -48,17 +49,20 @@ class CallRequest:
     repeat: Sequence[str] = ()
     audited: bool = False
     environment: str | None = None  # the task's, whose packages the program may import
+    stderr: bool = False  # keep what the program writes to stderr (else it goes to /dev/null)
 
 
 @dataclass
 class CallResults:
     """The outcome of each call key, or why the program could not run at all; for an audited
-    request, what the audit hook reported (``"event: arguments"``, in order)."""
+    request, what the audit hook reported (``"event: arguments"``, in order); what the program
+    wrote to stderr over all its runs (warnings included), up to ``STDERR_KEPT`` characters."""
 
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     load_error: str | None = None
     tampered: str | None = None
     findings: list[str] = field(default_factory=list)
+    stderr: str = ""
 
 
 def _ended(result: ExecResult) -> str:
@@ -115,6 +119,7 @@ def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults, 
     None when the run ended the batch: the program did not load, or the channel was forged.
     """
     frames, problem = parse_frames(result.stdout, nonce)
+    out.stderr = (out.stderr + result.stderr)[:STDERR_KEPT]
     if audited:
         findings, frames = audit_findings(frames, result)
         out.findings += findings
@@ -155,6 +160,7 @@ def _script(state: _Progress) -> PythonRun:
         "calls": state.pending,
         "nonce": state.nonce,
         "repeat": [i for i, key in enumerate(state.pending) if key in twice],
+        "stderr": state.request.stderr,
     }
     script = (
         audited_script(job)

@@ -104,6 +104,12 @@ class PythonTestsConfig(VerifierConfig):
         "created processes, used ctypes, reached for frames, or opened sockets or files outside its directory "
         "(default: no hook)",
     )
+    stderr_penalty: float | None = Field(
+        default=None,
+        ge=0,
+        description="subtract this from the reward when the graded run wrote to stderr (a warning, a print to "
+        "sys.stderr); the answer still passes if its cases do (default: stderr is ignored)",
+    )
 
     @field_validator("entry_point")
     @classmethod
@@ -263,10 +269,19 @@ class _Check:
     outcome: Verdict | Exception | None = None
 
     def request(self, calls: Sequence[str], repeat: Sequence[str] = ()) -> CallRequest:
-        """The candidate's run on ``calls``, audited when the task penalises unsafe behaviour."""
+        """The candidate's run on ``calls``, audited when the task penalises unsafe behaviour, with
+        its stderr kept when the task penalises writing there."""
         audited = self.config.unsafe_behaviour_penalty is not None
+        stderr = bool(self.config.stderr_penalty)
         return CallRequest(
-            self.program, self.config.entry_point, calls, self.config.limits(), repeat, audited, self.task.environment
+            self.program,
+            self.config.entry_point,
+            calls,
+            self.config.limits(),
+            repeat,
+            audited,
+            self.task.environment,
+            stderr,
         )
 
     @property
@@ -416,6 +431,8 @@ def check_many(requests: Sequence[tuple[PythonTestsConfig, Task, str]]) -> list[
     for check in checks:
         if isinstance(check.outcome, Verdict) and check.results.findings:
             check.outcome = _penalised(check.outcome, check.results.findings, check.config.unsafe_behaviour_penalty)
+        if isinstance(check.outcome, Verdict) and check.config.stderr_penalty and check.results.stderr.strip():
+            check.outcome = _stderr_penalised(check.outcome, check.results.stderr, check.config.stderr_penalty)
     return [c.outcome if c.outcome is not None else GraderError("not checked") for c in checks]
 
 
@@ -443,6 +460,17 @@ def _penalised(verdict: Verdict, findings: Sequence[str], amount: float | None) 
         False,
         detail=f"{verdict.detail}; unsafe behaviour: {reason}",
         feedback=f"{verdict.feedback} Penalised: {reason}.".strip(),
+    )
+
+
+def _stderr_penalised(verdict: Verdict, stderr: str, amount: float) -> Verdict:
+    """``verdict`` less ``amount`` (never below 0) for writing to stderr; it passes as before."""
+    line = stderr.strip().splitlines()[-1][:200]
+    return replace(
+        verdict,
+        reward=max(0.0, verdict.reward - amount),
+        detail=f"{verdict.detail}; wrote to stderr: {line}",
+        feedback=f"{verdict.feedback} Penalised {amount:g} for writing to stderr: {line}".strip(),
     )
 
 

@@ -141,8 +141,9 @@ def _class_names(exc):
 
 
 def run_candidate(job):
-    """``job``: program, entry_point, calls (call keys), repeat (indices to call twice), nonce."""
-    emit = open_channel(job["nonce"])
+    """``job``: program, entry_point, calls (call keys), repeat (indices to call twice), nonce,
+    and stderr (true: leave the program's stderr to the host, which reads it)."""
+    emit = open_channel(job["nonce"], keep_stderr=job.get("stderr", False))
     calls, repeat = job["calls"], set(job.get("repeat", ()))
     namespace = {"__name__": "__candidate__"}
     try:

@@ -1,8 +1,8 @@
 """The result channel of a sandboxed grading process, and the host's strict reading of it.
 
 Inside the process, ``open_channel`` moves the process's stdout to a private descriptor and
-points descriptors 0, 1 and 2 at /dev/null, so whatever the program under test prints never
-reaches the channel by accident. Each frame is one line: a per-run nonce, then JSON.
+points descriptors 0, 1 and 2 at /dev/null (2 stays stderr when the grader reads it), so
+whatever the program under test prints never reaches the channel by accident. Each frame is one line: a per-run nonce, then JSON.
 
 The candidate can still find the private descriptor (or the nonce) and write to it: it runs
 in the same process. That is harmless by construction: frames carry only the candidate's own
@@ -17,11 +17,12 @@ import json as _json
 import os as _os
 
 
-def open_channel(nonce):
-    """Redirect stdio to /dev/null; return ``emit(obj)`` writing one frame to the old stdout."""
+def open_channel(nonce, keep_stderr=False):
+    """Redirect stdin, stdout and (unless ``keep_stderr``) stderr to /dev/null; return
+    ``emit(obj)`` writing one frame to the old stdout."""
     channel = _os.dup(1)
     null = _os.open(_os.devnull, _os.O_RDWR)
-    for fd in (0, 1, 2):
+    for fd in (0, 1) if keep_stderr else (0, 1, 2):
         _os.dup2(null, fd)
     write, dumps, prefix = _os.write, _json.dumps, nonce.encode()
 
