@@ -225,6 +225,7 @@ class CadOptions(GeneratorOptions):
     environment: str = Field(default="cad", description="environment the scripts run on (manifold3d, trimesh, numpy)")
     min_iou: float = Field(default=0.95, ge=0, le=1, description="least volumetric IoU with the reference model")
     domain: str = Field(default="cad", min_length=1, description="domain name of the tasks")
+    render: bool = Field(default=False, description="the verifier attaches a PNG picture of each answer's model")
 
 
 def reference_script(part: Part) -> str:
@@ -254,6 +255,8 @@ def generate_cad(options: CadOptions) -> list[Task]:
             verifier["min_clearance"] = part.min_clearance
         if part.min_wall is not None:
             verifier["min_wall"] = part.min_wall
+        if options.render:
+            verifier["render"] = True
         tasks.append(
             generated_task(
                 "cad",
