@@ -118,3 +118,27 @@ def plugin_config(tmp_path, tiny_model_dir):
     path = project / "config.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+@pytest.fixture
+def shrunken_seed_loop(run_cli):
+    """Run ``veriloop quickstart --recipe seed-loop`` with tiny sizes (``settings`` override
+    them) and return its summary, after checking the run succeeded, that ``expected`` are the
+    summary's domains, each with base and final pass@1 and a gain inside its interval, and that
+    no training task was held out."""
+    import json
+
+    def run(out, expected, **settings):
+        sizes = {"sft_steps": 4, "rl_steps": 2, "group_size": 2, "seesaw_samples": 1, "eval_samples": 1}
+        chosen = {"out": out, **sizes, **settings}
+        result = run_cli("quickstart", "--recipe", "seed-loop", *(f"{k}={v}" for k, v in chosen.items()), timeout=900)
+        assert result.returncode == 0, result.stderr
+        summary = json.loads((out / "summary.json").read_text())
+        assert set(summary["heldout_pass@1"]) == set(expected)
+        for block in summary["heldout_pass@1"].values():
+            assert 0.0 <= block["base"] <= 1.0 and 0.0 <= block["final"] <= 1.0
+            assert block["gain_ci_points"][0] <= block["gain_points"] <= block["gain_ci_points"][1]
+        assert {s["overlapping_heldout_tasks"] for s in summary["splits"].values()} == {0}
+        return summary
+
+    return run

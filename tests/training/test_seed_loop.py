@@ -131,30 +131,10 @@ def test_slide_back_is_measured_against_the_best_earlier_check():
     assert slide_back_points(log[:1]) == {}
 
 
-def test_a_shrunken_seed_loop_runs_end_to_end(tmp_path, run_cli):
+def test_a_shrunken_seed_loop_runs_end_to_end(tmp_path, run_cli, shrunken_seed_loop):
     out = tmp_path / "sl"
-    settings = [
-        f"out={out}",
-        "train_size=40",
-        "heldout_size=4",
-        "sft_steps=4",
-        "sft_batch_size=16",
-        "rl_steps=2",
-        "prompts_per_step=6",
-        "group_size=2",
-        "seesaw_every=1",
-        "seesaw_tasks=2",
-        "seesaw_samples=1",
-        "eval_samples=1",
-    ]
-    result = run_cli("quickstart", "--recipe", "seed-loop", *settings, timeout=900)
-    assert result.returncode == 0, result.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["heldout_pass@1"]) == {"code", "math", "tool"}
-    for block in summary["heldout_pass@1"].values():
-        assert 0.0 <= block["base"] <= 1.0 and 0.0 <= block["final"] <= 1.0
-        assert block["gain_ci_points"][0] <= block["gain_points"] <= block["gain_ci_points"][1]
-    assert {s["overlapping_heldout_tasks"] for s in summary["splits"].values()} == {0}
+    sizes = {"train_size": 40, "heldout_size": 4, "sft_batch_size": 16, "prompts_per_step": 6}
+    summary = shrunken_seed_loop(out, {"code", "math", "tool"}, seesaw_every=1, seesaw_tasks=2, **sizes)
     assert [e["step"] for e in summary["seesaw_log"]] == [0, 1, 2]
     assert set(summary["seesaw_log"][0]["heldout_pass@1"]) == {"code", "math", "tool"}
     assert {"sandbox_busy_fraction", "rollout_tokens_per_s", "inference_to_training"} <= set(summary["rl_step_medians"])

@@ -51,7 +51,9 @@ RECIPES = {
 def quickstart(
     overrides: list[str] = typer.Argument(None, help="FIELD=VALUE settings, e.g. rl_steps=50 out=runs/qs"),
     recipe: str = typer.Option(
-        "arithmetic", "--recipe", help="arithmetic (one domain) or seed-loop (code, math and tool use)"
+        "arithmetic",
+        "--recipe",
+        help="arithmetic (one domain) or seed-loop (code, math and tool use; domains=[...] adds cad, financial)",
     ),
 ) -> int:
     """Run the whole loop on CPU: writes runs/quickstart/{base,final,summary.json,report.html}

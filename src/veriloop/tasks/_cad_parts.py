@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from veriloop.core import Task
-from veriloop.tasks._sources import GeneratorOptions, generated_task, register_generator, seeded_streams
+from veriloop.tasks._sources import GeneratorOptions, generated_task, id_variant, register_generator, seeded_streams
 
 CAD_ENVIRONMENT_PACKAGES = ("manifold3d", "trimesh", "numpy")
 _SEGMENTS = 64  # circle facets of the reference scripts
@@ -224,6 +224,8 @@ class CadOptions(GeneratorOptions):
     difficulty: int | None = Field(default=None, ge=1, le=3, description="level 1-3; default: each task draws one")
     environment: str = Field(default="cad", description="environment the scripts run on (manifold3d, trimesh, numpy)")
     min_iou: float = Field(default=0.95, ge=0, le=1, description="least volumetric IoU with the reference model")
+    domain: str = Field(default="cad", min_length=1, description="domain name of the tasks")
+    render: bool = Field(default=False, description="the verifier attaches a PNG picture of each answer's model")
 
 
 def reference_script(part: Part) -> str:
@@ -244,6 +246,7 @@ def _prompt(part: Part) -> str:
 def generate_cad(options: CadOptions) -> list[Task]:
     """Parts and assemblies to model by script, checked by ``cad_geometry`` against a reference model."""
     tasks = []
+    variant = id_variant(options, ("difficulty",))
     for index, rng in seeded_streams("cad", options):
         level = options.difficulty or rng.randint(1, 3)
         part = rng.choice(PART_KINDS[level])(rng)
@@ -252,6 +255,8 @@ def generate_cad(options: CadOptions) -> list[Task]:
             verifier["min_clearance"] = part.min_clearance
         if part.min_wall is not None:
             verifier["min_wall"] = part.min_wall
+        if options.render:
+            verifier["render"] = True
         tasks.append(
             generated_task(
                 "cad",
@@ -260,7 +265,8 @@ def generate_cad(options: CadOptions) -> list[Task]:
                 level,
                 len(PART_KINDS),
                 {"part": part.kind},
-                domain="cad",
+                variant,
+                domain=options.domain,
                 prompt=_prompt(part),
                 verifier=verifier,
                 gold=reference_script(part),

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from veriloop.core import Task
 from veriloop.tasks._financial_statements import Report, Year, draw_report, income_statement, pages
-from veriloop.tasks._sources import GeneratorOptions, generated_task, register_generator, seeded_streams
+from veriloop.tasks._sources import GeneratorOptions, generated_task, id_variant, register_generator, seeded_streams
 
 ANSWER_FORMAT = (
     "Answer with one JSON object mapping each name above to a number, in a ```json block. "
@@ -219,6 +219,7 @@ class FinancialDocsOptions(GeneratorOptions):
         default="report",
         description="report: a several-page annual report; statement: its income statement alone, one page",
     )
+    domain: str = Field(default="financial_docs", min_length=1, description="domain name of the tasks")
 
 
 def _asked(
@@ -276,6 +277,7 @@ def _verifier(asks: list[Ask], identities: list[tuple[str, tuple[str, ...]]]) ->
 def generate_financial_docs(options: FinancialDocsOptions) -> list[Task]:
     """Annual reports over several pages; figures extracted and derived, checked by ``document_fields``."""
     tasks = []
+    variant = id_variant(options, ("document", "difficulty", "groups"))
     for index, rng in seeded_streams("financial-docs", options):
         level = options.difficulty or rng.randint(1, 3)
         report = draw_report(rng, segments=_LAYOUT[level][0])
@@ -291,7 +293,8 @@ def generate_financial_docs(options: FinancialDocsOptions) -> list[Task]:
                 level,
                 len(GROUP_KINDS),
                 metadata,
-                domain="financial_docs",
+                variant,
+                domain=options.domain,
                 prompt=PROMPTS[options.document](report, level, asks),
                 verifier=_verifier(asks, identities),
                 gold={a.name: a.value for a in asks},

@@ -93,6 +93,16 @@ def seeded_streams(generator: str, options: GeneratorOptions) -> Iterator[tuple[
         yield index, random.Random(f"{generator}:{options.seed}:{index}")
 
 
+def id_variant(options: GeneratorOptions, names: tuple[str, ...]) -> str:
+    """The options among ``names`` that differ from their defaults, as ``name=value,...`` ("" when
+    none): the part of a task id that tells apart the kinds of task one generator draws from one
+    seed space, so that sets drawn with the same seed and different options can be merged."""
+    fields = type(options).model_fields
+    return ",".join(
+        f"{name}={getattr(options, name)}" for name in names if getattr(options, name) != fields[name].default
+    )
+
+
 def generated_task(
     generator: str,
     options: GeneratorOptions,
@@ -100,11 +110,13 @@ def generated_task(
     level: int,
     levels: int,
     metadata: Mapping[str, Any],
+    variant: str = "",
     **fields: Any,
 ) -> Task:
-    """A generated task with the standard id, difficulty (level / levels) and metadata."""
+    """A generated task with the standard id, difficulty (level / levels) and metadata; the id is
+    ``GENERATOR/SEED/INDEX``, or ``GENERATOR/VARIANT/SEED/INDEX`` with a ``variant`` (``id_variant``)."""
     return Task(
-        id=f"{generator}/{options.seed}/{index}",
+        id="/".join([generator, *([variant] if variant else []), str(options.seed), str(index)]),
         difficulty=level / levels,
         metadata={"generator": generator, "seed": options.seed, "level": level, **metadata},
         **fields,

@@ -19,6 +19,20 @@ The domains and the mistakes in their demonstrations:
   product with ``<run_python>``, reads the result and ``<submit>``s it, except a share that
   answers at once with a guess. The tool call runs in the sandbox.
 
+Two more domains can join (``domains=[code,math,tool,cad,financial]``; the default is the three
+above, unchanged):
+
+* ``cad`` (``cad --difficulty 1``: a plate with one or two holes, or a two-step shaft; the
+  ``cad_geometry`` verifier runs the script in the sandbox on the ``cad`` environment, which must
+  be built first). The demonstration is the reference script, except a share that leaves out the
+  part's last feature (a hole, a shaft section). Scripts are hundreds of tokens: with the
+  default ``max_tokens`` every sampled script is cut short and scores 0, the domain is trained
+  and reported all the same; raise ``max_tokens`` for a model that can write them.
+* ``financial`` (``financial-docs --document statement --groups 1 --difficulty 1``: one figure
+  read off a one-page income statement, ``document_fields``): the demonstration is the gold
+  answer as a bare JSON object, except a share that gives it in the wrong unit (millions for
+  thousands), the slip the verifier's feedback names.
+
 Prompts carry no tool-instruction system message (``rollout.tool_instructions`` off): the tags
 are learnt from the demonstrations, and prompts stay a few tokens long. Stages are atomic and
 skipped when done, and RL resumes from its checkpoints, as in ``veriloop quickstart``.
@@ -35,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from veriloop.core import Task, atomic_write, read_records, write_jsonl
 from veriloop.training._config import TrainConfig
@@ -51,18 +65,30 @@ from veriloop.training._quickstart import (
 )
 
 TOOLS = ("python", "submit")
+DOMAIN_NAMES = ("code", "math", "tool", "cad", "financial")
 
 
 class SeedLoopConfig(RecipeConfig):
     out: str = Field(default="runs/seed-loop", description="where everything is written")
+    domains: list[str] = Field(
+        default=["code", "math", "tool"], description=f"domains trained and evaluated, of: {', '.join(DOMAIN_NAMES)}"
+    )
     train_size: int = Field(default=3000, ge=1, description="training tasks per domain")
     heldout_size: int = Field(default=60, ge=1, description="held-out tasks per domain")
     code_weight: float = Field(default=0.5, gt=0, description="share of code prompts in RL batches")
     math_weight: float = Field(default=0.3, gt=0, description="share of math prompts in RL batches")
     tool_weight: float = Field(default=0.2, gt=0, description="share of tool-use prompts in RL batches")
+    cad_weight: float = Field(default=0.2, gt=0, description="share of CAD prompts in RL batches (with cad)")
+    financial_weight: float = Field(
+        default=0.2, gt=0, description="share of financial-statement prompts in RL batches (with financial)"
+    )
     code_error: float = Field(default=0.5, ge=0, le=1, description="share of 'x plus a, times b' demos without ()")
     math_error: float = Field(default=0.4, ge=0, le=1, description="share of math demos with a place-value slip")
     tool_error: float = Field(default=0.4, ge=0, le=1, description="share of tool-use demos that guess, no tool")
+    cad_error: float = Field(default=0.4, ge=0, le=1, description="share of CAD demos without the part's last feature")
+    financial_error: float = Field(
+        default=0.4, ge=0, le=1, description="share of financial demos in millions instead of thousands"
+    )
     sft_steps: int = Field(default=600, ge=1, description="SFT optimizer steps")
     sft_batch_size: int = Field(default=32, ge=1, description="conversations per SFT step")
     sft_lr: float = Field(default=1e-3, gt=0, description="SFT learning rate")
@@ -74,6 +100,20 @@ class SeedLoopConfig(RecipeConfig):
     seesaw_tasks: int = Field(default=30, ge=1, description="held-out tasks per domain in a seesaw check")
     seesaw_samples: int = Field(default=2, ge=1, description="samples per task in a seesaw check")
     sandbox_workers: int = Field(default=2, ge=1, description="sandbox processes for code tests and tool calls")
+
+    @field_validator("domains")
+    @classmethod
+    def _known_domains(cls, domains: list[str]) -> list[str]:
+        unknown = [d for d in domains if d not in DOMAIN_NAMES]
+        if unknown:
+            raise ValueError(f"unknown domain(s) {', '.join(unknown)}; known: {', '.join(DOMAIN_NAMES)}")
+        if not domains or len(set(domains)) != len(domains):
+            raise ValueError("name each domain once, at least one, e.g. [code,math,tool]")
+        return domains
+
+    def weights(self) -> dict[str, float]:
+        """Each chosen domain's share of RL prompts (``<domain>_weight``)."""
+        return {name: getattr(self, f"{name}_weight") for name in self.domains}
 
 
 Demonstrate = Callable[[Task, random.Random, SeedLoopConfig], list[dict[str, str]]]
@@ -137,6 +177,30 @@ def _tool_demo(task: Task, rng: random.Random, config: SeedLoopConfig) -> list[d
     )
 
 
+def missing_feature(script: str) -> str:
+    """A CAD reference script without its last ``part = part ...`` line (a hole or a shaft
+    section it adds or cuts); unchanged when it has none."""
+    lines = script.split("\n")
+    features = [i for i, line in enumerate(lines) if line.startswith("part = part ")]
+    return "\n".join(lines[: features[-1]] + lines[features[-1] + 1 :]) if features else script
+
+
+def _cad_demo(task: Task, rng: random.Random, config: SeedLoopConfig) -> list[dict[str, str]]:
+    script = missing_feature(task.gold) if rng.random() < config.cad_error else task.gold
+    return _reply(task, f"```python\n{script}```")
+
+
+_UNIT_SLIPS = {"thousands": 1e-3, "millions": 1e3, "percent": 1e-2, "ratio": 1e2}  # the factor a wrong unit applies
+
+
+def _financial_demo(task: Task, rng: random.Random, config: SeedLoopConfig) -> list[dict[str, str]]:
+    answer = dict(task.gold)
+    if rng.random() < config.financial_error:
+        units = task.verifier["units"]
+        answer = {name: round(value * _UNIT_SLIPS[units[name]], 6) for name, value in answer.items()}
+    return _reply(task, json.dumps(answer))  # bare JSON: the fence costs a dozen tokens
+
+
 DOMAINS = (
     SeedDomain(
         "code",
@@ -152,7 +216,34 @@ DOMAINS = (
     ),
     SeedDomain("math", "word-problems", lambda c: {"difficulty": 2, "domain": "math"}, _math_demo),
     SeedDomain("tool", "tool-arithmetic", lambda c: {"min_digits": 3, "max_digits": 3, "domain": "tool"}, _tool_demo),
+    SeedDomain("cad", "cad", lambda c: {"difficulty": 1, "domain": "cad"}, _cad_demo),
+    SeedDomain(
+        "financial",
+        "financial-docs",
+        lambda c: {"document": "statement", "groups": 1, "difficulty": 1, "domain": "financial"},
+        _financial_demo,
+    ),
 )
+
+
+def chosen_domains(config: SeedLoopConfig) -> list[SeedDomain]:
+    """The domains ``config.domains`` names, in its order."""
+    by_name = {d.name: d for d in DOMAINS}
+    return [by_name[name] for name in config.domains]
+
+
+def check_environments(tasks: list[Task]) -> None:
+    """UserError before any training when an environment the tasks run on is not built."""
+    from veriloop.core import UserError
+    from veriloop.sandbox._environments import load_environment
+    from veriloop.tasks._cad_parts import CAD_ENVIRONMENT_PACKAGES
+
+    for name in sorted({t.environment for t in tasks if t.environment}):
+        try:
+            load_environment(name)
+        except UserError as exc:
+            packages = " ".join(CAD_ENVIRONMENT_PACKAGES)
+            raise UserError(f"seed-loop domain cad: {exc} (its packages: {packages})") from None
 
 
 def make_tasks(config: SeedLoopConfig, out: Path) -> tuple[list[Task], list[Task], dict[str, Any]]:
@@ -163,7 +254,7 @@ def make_tasks(config: SeedLoopConfig, out: Path) -> tuple[list[Task], list[Task
     train: list[Task] = []
     heldout: list[Task] = []
     record: dict[str, Any] = {}
-    for domain in DOMAINS:
+    for domain in chosen_domains(config):
         train_path, heldout_path = out / f"tasks/{domain.name}-train.jsonl", out / f"tasks/{domain.name}-heldout.jsonl"
         if train_path.exists() and heldout_path.exists():
             domain_train, domain_heldout = read_records(train_path, Task), read_records(heldout_path, Task)
@@ -232,7 +323,7 @@ def rl_config(config: SeedLoopConfig, base: Path, out: Path) -> TrainConfig:
                 "progress": False,
             },
             "schedule": {
-                "weights": {"code": config.code_weight, "math": config.math_weight, "tool": config.tool_weight},
+                "weights": config.weights(),
                 "normalization": "group",
                 "seesaw_every": config.seesaw_every,
                 "seesaw_samples": config.seesaw_samples,
@@ -260,6 +351,7 @@ def run_seed_loop(config: SeedLoopConfig, progress: Report | None = None) -> dic
     report, out, tiny = begin(config, progress)
     timings: dict[str, float] = {}
     train, heldout, splits = make_tasks(config, out)
+    check_environments(heldout)
     report("tasks", 1, 1, ", ".join(f"{d}: {s['train_tasks']}/{s['heldout_tasks']}" for d, s in splits.items()))
 
     clock = time.perf_counter()
@@ -271,7 +363,7 @@ def run_seed_loop(config: SeedLoopConfig, progress: Report | None = None) -> dic
         trainer = RLTrainer(rl_config(config, base, out / RL_DIR), tasks=train, heldout=seesaw_subset(config, heldout))
 
         def on_step(step: int, metrics: dict[str, Any]) -> None:
-            rewards = " ".join(f"{d.name} {metrics.get(f'domain/{d.name}/reward', 0):.2f}" for d in DOMAINS)
+            rewards = " ".join(f"{d} {metrics.get(f'domain/{d}/reward', 0):.2f}" for d in config.domains)
             report("rl", step, config.rl_steps, rewards)
 
         trainer.train(on_step=on_step)
@@ -363,7 +455,7 @@ def seed_loop_summary(
     comparison = compare(load_run(out / "eval" / "base").samples, load_run(out / "eval" / "final").samples)
     deltas = {d.domain: d for d in comparison.domains}
     domains = {}
-    for domain in DOMAINS:
+    for domain in chosen_domains(config):
         delta = deltas[domain.name]
         domains[domain.name] = {
             "base": evals["base"]["domains"][domain.name]["pass@1"],
@@ -378,10 +470,10 @@ def seed_loop_summary(
         "report": str(out / REPORT_FILE),
         "heldout_pass@1": domains,
         "heldout_samples_per_task": config.eval_samples,
-        "heldout_generate_args": {d.name: d.generate_args(config) for d in DOMAINS},
+        "heldout_generate_args": {d.name: d.generate_args(config) for d in chosen_domains(config)},
         "heldout_seed": config.heldout_seed,
         "train_seed": config.train_seed,
-        "domain_weights": {"code": config.code_weight, "math": config.math_weight, "tool": config.tool_weight},
+        "domain_weights": config.weights(),
         "splits": splits,
         "seesaw_log": log,
         "slide_back_points": slide_back_points(log),
