@@ -97,7 +97,8 @@ class Child:
     the host's reading of the last answer), and the server's ends of its pipes."""
 
     def __init__(self, template):
-        pipes = [os.pipe() for _ in range(SPAWN_FDS)]
+        pipes = [os.pipe() for _ in range(SPAWN_FDS - 1)]
+        pipes.append(os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC))  # the report: read once, after the run, never waited on
         theirs = (pipes[0][0], pipes[1][0], pipes[2][1], pipes[3][1], pipes[4][1])
         self.ends = (pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][0], pipes[4][0])
         self.template = template
@@ -140,19 +141,18 @@ def run_job(frame, child):
     write_all(STARTS_OUT, STARTED)  # from here the run may have begun: a host that loses us now reports it killed
     outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
     ending = supervise(pid, enforced, blobs[job["stdin"]], stdin_w, outputs, started)
-    os.kill(pid, signal.SIGKILL)  # the rest once it is reaped: its rusage then counts its own reaped children
+    if ending is not None:  # else it has exited; the rest once it is reaped: its rusage then counts its reaped children
+        os.kill(pid, signal.SIGKILL)
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
     template_died = not nothing_made_since(pid) and kill_everything(TEMPLATE_PID)
     cap = enforced["output_bytes"]
-    for fd, buffer in outputs.items():
-        os.set_blocking(fd, True)
+    for fd, buffer in outputs.items():  # blocking pipes, every writer gone: read to their end
         while read_capped(fd, buffer, cap):
             pass
         os.close(fd)
         if len(buffer) > cap and ending is None:
             ending = "output_limit"
-    os.set_blocking(report_r, False)
     try:
         note = os.read(report_r, 4096).decode("utf-8", "replace")
     except BlockingIOError:
