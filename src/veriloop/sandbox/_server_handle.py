@@ -81,11 +81,6 @@ def _wait(fd: int, events: int, deadline: float) -> None:
         raise _Lost("timeout", "the sandbox stopped answering; it was replaced")
 
 
-def _exited(pidfd: int | None) -> bool:
-    """Whether the process behind ``pidfd`` has exited (a pidfd polls readable then)."""
-    return pidfd is not None and bool(select.select([pidfd], [], [], 0)[0])
-
-
 def _unread_bytes(fd: int) -> int:
     """Bytes written to the pipe ``fd`` (either end) that no reader has taken yet."""
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
@@ -233,6 +228,8 @@ class ServerHandle:
         self._starts: int | None = None  # the pipe of the byte before each answer (S or U)
         self._drainer: threading.Thread | None = None
         self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
+        self._bwrap_pidfd: int | None = None
+        self._idle_poll: select.poll | None = None  # readable while the idle sandbox is not ready (_is_ready)
         self._at_rest: _AtRest | None = None
         self._shut = False
 
@@ -294,6 +291,12 @@ class ServerHandle:
         assert self._proc is not None
         init_pid = _child_of(self._proc.pid)
         self._init_pidfd = os.pidfd_open(init_pid) if init_pid else None
+        self._bwrap_pidfd = os.pidfd_open(self._proc.pid)
+        assert self._proc.stdout is not None and self._starts is not None
+        self._idle_poll = select.poll()
+        for fd in (self._proc.stdout.fileno(), self._starts, self._bwrap_pidfd, self._init_pidfd):
+            if fd is not None:
+                self._idle_poll.register(fd, select.POLLIN)
         try:
             self._at_rest = _AtRest(init_pid, _helpers(init_pid, hello.get("helpers", []))) if init_pid else None
         except OSError:  # /proc without children files: the server's own checks are all there is
@@ -301,13 +304,12 @@ class ServerHandle:
 
     def _is_ready(self) -> bool:
         """Whether the server and its bubblewrap parent still run, and the server has said
-        nothing since its last answer (bytes waiting there would be read as the next run's)."""
-        proc = self._proc
-        if proc is None or proc.poll() is not None or _exited(self._init_pidfd):
+        nothing since its last answer (bytes waiting there would be read as the next run's).
+        One poll tells: a pipe with bytes in it or no writer left, or the pidfd of a process
+        that ended, polls readable."""
+        if self._proc is None or self._idle_poll is None or self._ahead or self._idle_poll.poll(0):
             return False
-        assert proc.stdout is not None and self._starts is not None
-        unread = len(self._ahead) + _unread_bytes(proc.stdout.fileno()) + _unread_bytes(self._starts)
-        return unread == 0 and (self._at_rest is None or self._at_rest.unchanged())
+        return self._at_rest is None or self._at_rest.unchanged()
 
     def _send(self, frame: list[bytes], deadline: float) -> None:
         proc = self._proc
@@ -507,6 +509,9 @@ class ServerHandle:
         """Kill the server; bubblewrap's --die-with-parent takes its whole PID namespace along."""
         proc, self._proc = self._proc, None
         pidfd, self._init_pidfd = self._init_pidfd, None
+        bwrap_pidfd, self._bwrap_pidfd, self._idle_poll = self._bwrap_pidfd, None, None
+        if bwrap_pidfd is not None:
+            os.close(bwrap_pidfd)
         at_rest, self._at_rest = self._at_rest, None
         if at_rest is not None:
             at_rest.close()
