@@ -116,19 +116,22 @@ class Child:
 
 
 def run_job(frame, child):
+    """Run the job on ``child``; returns the answer and the next run's process, asked of the
+    template the moment this run's processes are all gone, so that the template has the
+    longest time to make it before the next job comes."""
     _, job, blobs = frame
     enforced = job["enforced"]
     started = time.monotonic()
     pid = child.pid()
     if pid is None:
-        return unserved(started)
+        return unserved(started), Child(child.template)
     job_w, stdin_w, stdout_r, stderr_r, report_r = child.ends
     if process_settings() != SETTINGS:
         os.close(job_w)  # the child exits without a job
         for fd in (stdin_w, stdout_r, stderr_r, report_r):
             os.close(fd)
         os.waitpid(pid, 0)
-        return unserved(started)
+        return unserved(started), Child(child.template)
     try:
         parts = child_job(job, blobs)
         write_parts(job_w, [struct.pack("=Q", sum(map(len, parts))), *parts])
@@ -136,7 +139,7 @@ def run_job(frame, child):
         for fd in child.ends:
             os.close(fd)
         os.waitpid(pid, 0)
-        return unserved(started)
+        return unserved(started), Child(child.template)
     os.close(job_w)
     write_all(STARTS_OUT, STARTED)  # from here the run may have begun: a host that loses us now reports it killed
     outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
@@ -146,6 +149,7 @@ def run_job(frame, child):
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
     template_died = not nothing_made_since(pid) and kill_everything(TEMPLATE_PID)
+    following = Child(child.template)
     cap = enforced["output_bytes"]
     for fd, buffer in outputs.items():  # blocking pipes, every writer gone: read to their end
         while read_capped(fd, buffer, cap):
@@ -176,7 +180,7 @@ def run_job(frame, child):
     if template_died or os.waitpid(TEMPLATE_PID, os.WNOHANG)[0] or ended_or_ending(TEMPLATE_PID):
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: the run ended its template process")
-    return reply
+    return reply, following
 
 
 def unserved(started):
@@ -275,8 +279,7 @@ def main():
         frame = read_frame(control_in)
         if frame is None:
             return
-        reply = run_job(frame, child)
-        child = Child(template)  # made while the host reads the answer
+        reply, child = run_job(frame, child)
         if not reply.pop("started", True):
             write_all(STARTS_OUT, UNSERVED)
         send_reply(control_out, reply)
