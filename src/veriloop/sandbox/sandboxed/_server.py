@@ -13,8 +13,8 @@ that never reads job data. Runs are copies of the template, never of the server 
 earlier runs' code and outputs), so no run can find another's data in its memory. For each job
 
 1. the template clones a child with ``CLONE_PARENT`` (so the child is the server's own, to wait
-   for and account), asked for between jobs so that its making overlaps the host's turnaround,
-   after checking that its own limits, priority, affinity and OOM score are those it started
+   for and account), asked for the moment the last run's processes are gone (step 3), so that
+   its making overlaps the rest of the answer and the host's turnaround, after checking that its own limits, priority, affinity and OOM score are those it started
    with, and moving to a fresh network namespace if the last run left sockets in its own
    (TIME_WAIT ones outlive every process); the server sends the job over a pipe, and the child
    unpacks the workspace and applies the rlimits (the seccomp filter that keeps it from
@@ -23,12 +23,14 @@ earlier runs' code and outputs), so no run can find another's data in its memory
 2. the server feeds stdin, keeps at most the cap of stdout and stderr, and enforces the deadline;
 3. it SIGKILLs every other process of the PID namespace but the template and reaps them all
    (they are all the run's, and as the namespace's init the server inherits every orphan), unless
-   the namespace made no process after the run's own (``ns_last_pid``): then there is none;
+   the namespace made no process after the run's own (``ns_last_pid``): then there is none; and
+   asks the template for the next run's process;
 4. it answers with the outcome (a snapshot asked for is streamed from the workspace into the
    answer, never held in memory), or asks the host for a fresh sandbox if the template died or
    its own or the template's process settings changed;
 5. it empties every writable mount (and removes SysV IPC objects where the seccomp filter does
-   not deny them), so nothing of the run survives into the next one; a server that cannot
+   not deny them), so nothing of the run survives into the next one (a mount still as it was
+   last emptied, by its free inodes and its root's mode, is only looked at); a server that cannot
    exits, and the host starts a fresh sandbox before the next job. Each answer
    follows one byte on a pipe of its own (its descriptor is the server's last argument): ``S``,
    sent the moment the job is handed to the run's process (a server the host loses after it ran
@@ -93,8 +95,9 @@ WARM_MODULES = (
 
 
 class Child:
-    """The next run's process, asked of the template between jobs (so that its making overlaps
-    the host's reading of the last answer), and the server's ends of its pipes."""
+    """The next run's process, asked of the template as soon as the last run's processes are
+    gone (so that its making overlaps the answer and the host's turnaround), and the server's
+    ends of its pipes."""
 
     def __init__(self, template):
         pipes = [os.pipe() for _ in range(SPAWN_FDS - 1)]
