@@ -203,6 +203,61 @@ def test_a_run_may_still_lower_its_own_settings(box):
     assert result.stdout.split("\n")[:3] == ["(32, 32) 5 1 True", "True", "child"]
 
 
+# ---- the writable mounts: emptied when a run left anything, only looked at otherwise ------
+
+MOUNTS = ("/workspace", "/tmp", "/dev/shm")
+ROOTS = "import json, os\nprint(json.dumps({m: [sorted(os.listdir(m)), oct(os.stat(m).st_mode)] for m in %r}))" % (
+    MOUNTS,
+)
+CHANGE_TIMES = "import json, os\nprint(json.dumps([os.stat(m).st_ctime_ns for m in %r]))" % (MOUNTS,)
+
+# Every kind of entry a run can leave, each taking an inode: a file, an empty directory, a
+# symlink, a hard link (its first name removed), a FIFO and a bound UNIX socket; and a run that
+# leaves nothing but its mount's root changed in mode.
+LEAVE_EACH_KIND = r"""
+import os, socket
+path = os.path.join(mount, 'left')
+if kind == 'file':
+    open(path, 'w').close()
+elif kind == 'directory':
+    os.mkdir(path)
+elif kind == 'symlink':
+    os.symlink('/nowhere', path)
+elif kind == 'hard link':
+    open(path + '0', 'w').close(); os.link(path + '0', path); os.unlink(path + '0')
+elif kind == 'fifo':
+    os.mkfifo(path)
+elif kind == 'socket':
+    socket.socket(socket.AF_UNIX).bind(path)
+elif kind == 'mode':
+    open(path, 'w').close(); os.unlink(path); os.chmod(mount, 0o700)
+"""
+
+
+@pytest.mark.parametrize("mount", MOUNTS)
+@pytest.mark.parametrize("kind", ["file", "directory", "symlink", "hard link", "fifo", "socket", "mode"])
+def test_whatever_a_run_leaves_in_a_mount_is_gone_for_the_next(box, kind, mount):
+    clean = box.run_python(ROOTS)
+    assert clean.ok, clean
+    left = box.run_python(f"kind, mount = {kind!r}, {mount!r}\n" + LEAVE_EACH_KIND)
+    assert left.ok, left
+    after = box.run_python(ROOTS)
+    assert json.loads(after.stdout) == json.loads(clean.stdout), (kind, mount)
+
+
+def test_mounts_a_run_left_as_they_were_are_not_emptied_again(box):
+    box.run_python("pass")
+    first = box.run_python(CHANGE_TIMES)
+    box.run_python("import os\nos.listdir('/tmp')\nprint(sum(range(10)))")
+    second = box.run_python(CHANGE_TIMES)
+    assert json.loads(first.stdout) == json.loads(second.stdout)  # no chmod: an emptied mount was only looked at
+    box.run_python("open('/tmp/left', 'w').close()")
+    third = box.run_python(CHANGE_TIMES)
+    workspace, tmp, shm = json.loads(third.stdout)
+    assert tmp != json.loads(second.stdout)[1]  # emptied, so its root's mode was set again
+    assert (workspace, shm) == tuple(json.loads(second.stdout)[::2])
+
+
 # ---- snapshots ---------------------------------------------------------------------------
 
 

@@ -81,11 +81,6 @@ def _wait(fd: int, events: int, deadline: float) -> None:
         raise _Lost("timeout", "the sandbox stopped answering; it was replaced")
 
 
-def _exited(pidfd: int | None) -> bool:
-    """Whether the process behind ``pidfd`` has exited (a pidfd polls readable then)."""
-    return pidfd is not None and bool(select.select([pidfd], [], [], 0)[0])
-
-
 def _unread_bytes(fd: int) -> int:
     """Bytes written to the pipe ``fd`` (either end) that no reader has taken yet."""
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
@@ -204,13 +199,18 @@ def _helpers(init_pid: int, namespace_pids: list[int]) -> list[int]:
     return found
 
 
+_STAT_STATE, _STAT_NICE, _STAT_RT_PRIORITY, _STAT_POLICY = 0, 16, 37, 38  # fields of /proc/PID/stat after the name
+
+
 def _settings(pid: int, files: tuple[int, ...]) -> tuple:
     """``pid``'s settings, read through its open /proc files (OSError once it has ended, as a
-    zombie too: the open files then also keep a reused pid from passing for it)."""
+    zombie too: the open files then also keep a reused pid from passing for it). Its nice
+    value and scheduling policy and priority come with its state, in ``stat``."""
     stat, limits, oom = files
-    if os.pread(stat, 4096, 0).rpartition(b")")[2].split()[0] in (b"Z", b"X"):
+    fields = os.pread(stat, 4096, 0).rpartition(b")")[2].split()
+    if fields[_STAT_STATE] in (b"Z", b"X"):
         raise ProcessLookupError(pid)
-    scheduling = (os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid), os.sched_getaffinity(pid))
+    scheduling = (fields[_STAT_NICE], fields[_STAT_RT_PRIORITY], fields[_STAT_POLICY], os.sched_getaffinity(pid))
     return os.pread(limits, 4096, 0), os.pread(oom, 64, 0), scheduling
 
 
@@ -228,6 +228,8 @@ class ServerHandle:
         self._starts: int | None = None  # the pipe of the byte before each answer (S or U)
         self._drainer: threading.Thread | None = None
         self._init_pidfd: int | None = None  # the sandbox's PID-namespace init
+        self._bwrap_pidfd: int | None = None
+        self._idle_poll: select.poll | None = None  # readable while the idle sandbox is not ready (_is_ready)
         self._at_rest: _AtRest | None = None
         self._shut = False
 
@@ -289,6 +291,12 @@ class ServerHandle:
         assert self._proc is not None
         init_pid = _child_of(self._proc.pid)
         self._init_pidfd = os.pidfd_open(init_pid) if init_pid else None
+        self._bwrap_pidfd = os.pidfd_open(self._proc.pid)
+        assert self._proc.stdout is not None and self._starts is not None
+        self._idle_poll = select.poll()
+        for fd in (self._proc.stdout.fileno(), self._starts, self._bwrap_pidfd, self._init_pidfd):
+            if fd is not None:
+                self._idle_poll.register(fd, select.POLLIN)
         try:
             self._at_rest = _AtRest(init_pid, _helpers(init_pid, hello.get("helpers", []))) if init_pid else None
         except OSError:  # /proc without children files: the server's own checks are all there is
@@ -296,13 +304,12 @@ class ServerHandle:
 
     def _is_ready(self) -> bool:
         """Whether the server and its bubblewrap parent still run, and the server has said
-        nothing since its last answer (bytes waiting there would be read as the next run's)."""
-        proc = self._proc
-        if proc is None or proc.poll() is not None or _exited(self._init_pidfd):
+        nothing since its last answer (bytes waiting there would be read as the next run's).
+        One poll tells: a pipe with bytes in it or no writer left, or the pidfd of a process
+        that ended, polls readable."""
+        if self._proc is None or self._idle_poll is None or self._ahead or self._idle_poll.poll(0):
             return False
-        assert proc.stdout is not None and self._starts is not None
-        unread = len(self._ahead) + _unread_bytes(proc.stdout.fileno()) + _unread_bytes(self._starts)
-        return unread == 0 and (self._at_rest is None or self._at_rest.unchanged())
+        return self._at_rest is None or self._at_rest.unchanged()
 
     def _send(self, frame: list[bytes], deadline: float) -> None:
         proc = self._proc
@@ -502,6 +509,9 @@ class ServerHandle:
         """Kill the server; bubblewrap's --die-with-parent takes its whole PID namespace along."""
         proc, self._proc = self._proc, None
         pidfd, self._init_pidfd = self._init_pidfd, None
+        bwrap_pidfd, self._bwrap_pidfd, self._idle_poll = self._bwrap_pidfd, None, None
+        if bwrap_pidfd is not None:
+            os.close(bwrap_pidfd)
         at_rest, self._at_rest = self._at_rest, None
         if at_rest is not None:
             at_rest.close()

@@ -21,7 +21,6 @@ raw_syscall = ctypes.PyDLL(None, use_errno=True).syscall
 CLONE_PARENT = 0x8000
 CLONE_SYSCALL = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
 PR_SET_DUMPABLE = 4
-PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 
 
 def clone_parent():
@@ -53,9 +52,10 @@ capset = libc.capset  # looked up once: a lookup in each run's process makes and
 
 
 def drop_capabilities():
+    """Every capability of this process, gone. The ambient set goes with them: the kernel keeps
+    no capability ambient that is not both permitted and inheritable (capabilities(7))."""
     if capset(CAP_HEADER, CAP_NONE):
         raise OSError(ctypes.get_errno(), "could not drop capabilities")
-    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 
 
 OWN_FILES = {}  # path -> a descriptor kept open, so a check costs a read, not an open

@@ -27,9 +27,8 @@ def child_main(fds):
     job_r, stdin_r, stdout_w, stderr_w, report_w = fds
     try:
         drop_capabilities()  # the template's, kept for making network namespaces; a run has none
-        size = read_exact(job_r, 8)
-        plan = RunPlan(read_exact(job_r, struct.unpack("=Q", size)[0])) if size is not None else None
-        if plan is None or plan.truncated:
+        plan = RunPlan(read_job(job_r))
+        if plan.truncated:
             os._exit(126)  # the server sent no job: it is gone or gave up on this run
         os.setsid()
         os.dup2(stdin_r, 0)
@@ -49,6 +48,25 @@ def child_main(fds):
     if plan.argv is not None:
         exec_command(plan.argv)
     exec_python(plan.code)
+
+
+JOB_FIRST_READ = 4096  # a snippet's whole job, its length included, comes in one read
+
+
+def read_job(fd):
+    """The bytes of ``child_job`` from ``fd`` (after their 8-byte length), or None if it
+    closes first."""
+    data = os.read(fd, JOB_FIRST_READ)
+    if 0 < len(data) < 8:
+        rest = read_exact(fd, 8 - len(data))
+        data = None if rest is None else data + rest
+    if not data:
+        return None
+    size = struct.unpack_from("=Q", data)[0]
+    if len(data) - 8 >= size:
+        return memoryview(data)[8 : 8 + size]
+    rest = read_exact(fd, size - (len(data) - 8))
+    return None if rest is None else data[8:] + rest
 
 
 PLANNED_RLIMITS = (

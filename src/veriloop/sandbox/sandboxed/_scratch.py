@@ -13,6 +13,7 @@ SCRATCH_MODES = {"/workspace": 0o755, "/tmp": 0o1777, "/dev/shm": 0o1777}
 IPC_RMID = 0
 IPC_DENIED = False  # set at start: True when the seccomp filter denies creating SysV IPC objects
 KEPT_MOUNTS, KEPT_PARENTS = frozenset(), frozenset()  # set at start: mounts inside the scratch mounts
+EMPTIED = {}  # mount -> its state when last emptied (``empty_state``), for the mounts that can be left unread
 
 IPC_TABLES = (
     ("/proc/sysvipc/shm", lambda ident: libc.shmctl(ident, IPC_RMID, None)),
@@ -88,9 +89,29 @@ def empty_directory(path, mode):
     os.chmod(path, mode)
 
 
+def empty_state(mount):
+    """What no run can leave anything in ``mount`` (an empty tmpfs) without changing: the mode
+    and owner of its root, and its count of free inodes, since every entry takes one (file,
+    directory, link, hard link, socket, FIFO, whiteout) and all of a run's processes are gone.
+    None where that does not hold: a mount with mounts kept inside it (an entry there can be
+    renamed at no cost in inodes), or a tmpfs that counts no inodes."""
+    if any(kept.startswith(mount + "/") for kept in KEPT_MOUNTS):
+        return None
+    counts = os.statvfs(mount)
+    if not counts.f_files:
+        return None
+    root = os.stat(mount)
+    return root.st_mode, root.st_uid, root.st_gid, counts.f_ffree
+
+
 def empty_mounts():
+    """Empty each mount, or only look at it (two calls) when it is still as it was emptied."""
     for mount, mode in SCRATCH_MODES.items():
+        emptied = EMPTIED.get(mount)
+        if emptied is not None and empty_state(mount) == emptied:
+            continue
         empty_directory(mount, mode)
+        EMPTIED[mount] = empty_state(mount)
 
 
 def clean_scratch():

@@ -13,8 +13,8 @@ that never reads job data. Runs are copies of the template, never of the server 
 earlier runs' code and outputs), so no run can find another's data in its memory. For each job
 
 1. the template clones a child with ``CLONE_PARENT`` (so the child is the server's own, to wait
-   for and account), asked for between jobs so that its making overlaps the host's turnaround,
-   after checking that its own limits, priority, affinity and OOM score are those it started
+   for and account), asked for the moment the last run's processes are gone (step 3), so that
+   its making overlaps the rest of the answer and the host's turnaround, after checking that its own limits, priority, affinity and OOM score are those it started
    with, and moving to a fresh network namespace if the last run left sockets in its own
    (TIME_WAIT ones outlive every process); the server sends the job over a pipe, and the child
    unpacks the workspace and applies the rlimits (the seccomp filter that keeps it from
@@ -23,12 +23,14 @@ earlier runs' code and outputs), so no run can find another's data in its memory
 2. the server feeds stdin, keeps at most the cap of stdout and stderr, and enforces the deadline;
 3. it SIGKILLs every other process of the PID namespace but the template and reaps them all
    (they are all the run's, and as the namespace's init the server inherits every orphan), unless
-   the namespace made no process after the run's own (``ns_last_pid``): then there is none;
+   the namespace made no process after the run's own (``ns_last_pid``): then there is none; and
+   asks the template for the next run's process;
 4. it answers with the outcome (a snapshot asked for is streamed from the workspace into the
    answer, never held in memory), or asks the host for a fresh sandbox if the template died or
    its own or the template's process settings changed;
 5. it empties every writable mount (and removes SysV IPC objects where the seccomp filter does
-   not deny them), so nothing of the run survives into the next one; a server that cannot
+   not deny them), so nothing of the run survives into the next one (a mount still as it was
+   last emptied, by its free inodes and its root's mode, is only looked at); a server that cannot
    exits, and the host starts a fresh sandbox before the next job. Each answer
    follows one byte on a pipe of its own (its descriptor is the server's last argument): ``S``,
    sent the moment the job is handed to the run's process (a server the host loses after it ran
@@ -93,11 +95,13 @@ WARM_MODULES = (
 
 
 class Child:
-    """The next run's process, asked of the template between jobs (so that its making overlaps
-    the host's reading of the last answer), and the server's ends of its pipes."""
+    """The next run's process, asked of the template as soon as the last run's processes are
+    gone (so that its making overlaps the answer and the host's turnaround), and the server's
+    ends of its pipes."""
 
     def __init__(self, template):
-        pipes = [os.pipe() for _ in range(SPAWN_FDS)]
+        pipes = [os.pipe() for _ in range(SPAWN_FDS - 1)]
+        pipes.append(os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC))  # the report: read once, after the run, never waited on
         theirs = (pipes[0][0], pipes[1][0], pipes[2][1], pipes[3][1], pipes[4][1])
         self.ends = (pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][0], pipes[4][0])
         self.template = template
@@ -115,19 +119,22 @@ class Child:
 
 
 def run_job(frame, child):
+    """Run the job on ``child``; returns the answer and the next run's process, asked of the
+    template the moment this run's processes are all gone, so that the template has the
+    longest time to make it before the next job comes."""
     _, job, blobs = frame
     enforced = job["enforced"]
     started = time.monotonic()
     pid = child.pid()
     if pid is None:
-        return unserved(started)
+        return unserved(started), Child(child.template)
     job_w, stdin_w, stdout_r, stderr_r, report_r = child.ends
     if process_settings() != SETTINGS:
         os.close(job_w)  # the child exits without a job
         for fd in (stdin_w, stdout_r, stderr_r, report_r):
             os.close(fd)
         os.waitpid(pid, 0)
-        return unserved(started)
+        return unserved(started), Child(child.template)
     try:
         parts = child_job(job, blobs)
         write_parts(job_w, [struct.pack("=Q", sum(map(len, parts))), *parts])
@@ -135,24 +142,24 @@ def run_job(frame, child):
         for fd in child.ends:
             os.close(fd)
         os.waitpid(pid, 0)
-        return unserved(started)
+        return unserved(started), Child(child.template)
     os.close(job_w)
     write_all(STARTS_OUT, STARTED)  # from here the run may have begun: a host that loses us now reports it killed
     outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
     ending = supervise(pid, enforced, blobs[job["stdin"]], stdin_w, outputs, started)
-    os.kill(pid, signal.SIGKILL)  # the rest once it is reaped: its rusage then counts its own reaped children
+    if ending is not None:  # else it has exited; the rest once it is reaped: its rusage then counts its reaped children
+        os.kill(pid, signal.SIGKILL)
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
     template_died = not nothing_made_since(pid) and kill_everything(TEMPLATE_PID)
+    following = Child(child.template)
     cap = enforced["output_bytes"]
-    for fd, buffer in outputs.items():
-        os.set_blocking(fd, True)
+    for fd, buffer in outputs.items():  # blocking pipes, every writer gone: read to their end
         while read_capped(fd, buffer, cap):
             pass
         os.close(fd)
         if len(buffer) > cap and ending is None:
             ending = "output_limit"
-    os.set_blocking(report_r, False)
     try:
         note = os.read(report_r, 4096).decode("utf-8", "replace")
     except BlockingIOError:
@@ -176,7 +183,7 @@ def run_job(frame, child):
     if template_died or os.waitpid(TEMPLATE_PID, os.WNOHANG)[0] or ended_or_ending(TEMPLATE_PID):
         reply["restart"] = True
         reply["detail"] = add_note(reply["detail"], "sandbox replaced: the run ended its template process")
-    return reply
+    return reply, following
 
 
 def unserved(started):
@@ -275,8 +282,7 @@ def main():
         frame = read_frame(control_in)
         if frame is None:
             return
-        reply = run_job(frame, child)
-        child = Child(template)  # made while the host reads the answer
+        reply, child = run_job(frame, child)
         if not reply.pop("started", True):
             write_all(STARTS_OUT, UNSERVED)
         send_reply(control_out, reply)
