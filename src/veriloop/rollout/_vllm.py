@@ -5,7 +5,9 @@ It keeps the ``hf`` engine's contract (``_engine.py``, ``_hf.py``): token-id or 
 on its seed, not on its batch mates: every sample is its own vLLM request with its own
 generator), the log-prob of every sampled token under the temperature-scaled distribution (the
 one a trainer recomputes), stop strings kept in the text, finish reasons, and
-``update_weights`` with full or partial state dicts under Hugging Face names.
+``update_weights`` with full or partial state dicts under Hugging Face names (a partial one
+holds whole vLLM layers: q, k and v with their biases together, gate and up together, because
+vLLM fuses them and rebuilds a reloaded layer from what it is given).
 
 vLLM runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so pushed tensors pass by
 reference and a trainer alternates sampling and training on the same cores. It is imported when
