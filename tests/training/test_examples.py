@@ -16,3 +16,6 @@ def test_example_configs_load():
     assert len(multidomain.schedule.mixture) == 6 and multidomain.schedule.seesaw_action == "reweight"
     scaled = load_config(EXAMPLES / "async_ray.yaml")
     assert scaled.pipeline.mode == "async" and scaled.pipeline.backend == "ray" and scaled.pipeline.workers == 4
+    colocated = load_config(EXAMPLES / "vllm_rl.yaml")
+    assert colocated.rollout.engine == "vllm" and colocated.pipeline.mode == "sync"
+    assert colocated.rollout.vllm_kv_cache_mb == 256 and colocated.rollout.top_p == 1.0

@@ -1,6 +1,6 @@
 """Layer 3: generation engines, multi-turn episodes, early stopping, and the trajectory store."""
 
-from veriloop.rollout import _hf, _openai, _replay  # noqa: F401  (register the engines)
+from veriloop.rollout import _hf, _openai, _replay, _vllm  # noqa: F401  (register the engines; vLLM loads lazily)
 from veriloop.rollout._actions import Action, parse_action, tool_instructions
 from veriloop.rollout._engine import ENGINES, Engine, Prompt, create_engine
 from veriloop.rollout._episode import (
@@ -26,6 +26,7 @@ from veriloop.rollout._rollout import (
 from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate, repeating_block
 from veriloop.rollout._tools import SandboxTools, format_observation
+from veriloop.rollout._vllm import VLLMEngine
 from veriloop.rollout._store import (
     SceneStore,
     TrajectoryStore,
@@ -58,6 +59,7 @@ __all__ = [
     "StopConfig",
     "StopPredicate",
     "ToolExecutor",
+    "VLLMEngine",
     "SceneStore",
     "TrajectoryStore",
     "arollout",

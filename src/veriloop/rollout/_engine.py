@@ -3,19 +3,21 @@
 An engine turns prompts into samples. Token-level engines (``hf``) take token-id prompts and
 report token ids and log-probs, which training needs; text-level engines (``openai``) take
 chat messages and are for evaluating served models. ``update_weights`` is where a trainer
-pushes new weights: an in-process vLLM engine fits the same interface.
+pushes new weights (the in-process ``vllm`` engine loads them in place).
 
 Sessions are an optional extension for multi-turn episodes. An engine whose ``keeps_sessions``
 is true accepts ``sessions=[key, ...]`` (one per prompt, ``n=1``) in ``generate`` and
 ``agenerate``: a request continues the conversation of its key, and the engine may reuse
 what it computed for the key's earlier requests (the ``hf`` engine reuses keys and values,
-``_kv_sessions``). The samples must be those of a request without a session.
+``_kv_sessions``). The samples must be those of a request without a session. The ``vllm``
+engine keeps none: its prefix cache reuses a conversation's earlier turns without a key.
 ``end_session(key)`` frees what the key kept. Engines without the attribute (``openai``,
 ``replay``) are called without sessions.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -49,6 +51,36 @@ class Engine(Protocol):
 
 ENGINES: Registry[Any] = Registry("generation engine")
 """name -> factory(**options) -> Engine"""
+
+
+def encode_chat_or_ids(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """Token ids of a prompt: ids pass through; chat messages get the chat template once."""
+    if prompt and isinstance(prompt[0], dict):
+        ids = tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+    return [int(t) for t in prompt]  # type: ignore[arg-type]
+
+
+def eos_token_ids(tokenizer: Any, generation_eos: int | list[int] | None) -> frozenset[int]:
+    """The tokens that end a sample: the tokenizer's end-of-sequence and the generation config's."""
+    eos = {tokenizer.eos_token_id}
+    eos |= set(generation_eos) if isinstance(generation_eos, list) else {generation_eos}
+    return frozenset(t for t in eos if t is not None)
+
+
+def settle_batch(
+    taken: Sequence[tuple[Sequence[Any], Any, asyncio.Future[list[Sample]]]], outcome: list[Sample] | Exception
+) -> None:
+    """Give each caller of a shared batch, ``(rows, params, future)`` in row order, its slice of the
+    batch's samples, or the batch's exception (a failed batch fails its callers, not the loop)."""
+    offset = 0
+    for rows, _, future in taken:
+        if not future.done():
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome[offset : offset + len(rows)])
+        offset += len(rows)
 
 
 def create_engine(name: str, **options: Any) -> Engine:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from veriloop.core import UserError, ensure_strict_blas
-from veriloop.rollout._engine import ENGINES, Prompt
+from veriloop.rollout._engine import ENGINES, Prompt, encode_chat_or_ids, eos_token_ids, settle_batch
 from veriloop.rollout._kv_sessions import KVSessions, LayerKV
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._sampling import Sample, SamplingParams
@@ -105,10 +105,8 @@ class HFEngine:
         self.sessions = KVSessions(kv_session_mb * 2**20)
         self._lock = threading.Lock()  # one forward pass at a time on the shared model
         self._batcher: _Batcher | None = None
-        eos = {tokenizer.eos_token_id}
         generation_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        eos |= set(generation_eos) if isinstance(generation_eos, list) else {generation_eos}
-        self.eos_token_ids = frozenset(t for t in eos if t is not None)
+        self.eos_token_ids = eos_token_ids(tokenizer, generation_eos)
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_token_ids)
 
     @property
@@ -122,10 +120,7 @@ class HFEngine:
 
     def encode_prompt(self, prompt: Prompt) -> list[int]:
         """Token ids of a prompt: ids pass through; chat messages get the chat template once."""
-        if prompt and isinstance(prompt[0], dict):
-            ids = self._tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=True)
-            return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
-        return [int(t) for t in prompt]
+        return encode_chat_or_ids(self._tokenizer, prompt)
 
     @property
     def keeps_sessions(self) -> bool:
@@ -535,17 +530,10 @@ class _Batcher:
                 # On the event loop's own thread: tool runs and code verification proceed in
                 # their sandbox processes meanwhile, and torch keeps one thread pool (a second
                 # thread's pool would spin against the trainer's on the same cores).
-                samples = self._sample_in_chunks(rows, params)
-            except Exception as exc:  # a failed batch fails its callers, not the loop
-                for _, _, future in taken:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            offset = 0
-            for item_rows, _, future in taken:
-                if not future.done():
-                    future.set_result(samples[offset : offset + len(item_rows)])
-                offset += len(item_rows)
+                outcome: list[Sample] | Exception = self._sample_in_chunks(rows, params)
+            except Exception as exc:
+                outcome = exc
+            settle_batch(taken, outcome)
 
     def _sample_in_chunks(self, rows: list[_Row], params: SamplingParams) -> list[Sample]:
         out: list[Sample] = []

@@ -7,6 +7,8 @@ version it last received. ``rollout_backend_for`` decides which one a config get
   over the trainer's own model; weight sync costs nothing because the weights are the same tensors.
 - the local backend (``mode=async``, ``backend=local``): a ``RolloutWorker`` in this process over
   a private copy of the policy, so that generation runs while the trainer changes its weights.
+- ``ColocatedVLLMBackend`` (``rollout.engine=vllm``, sync and local only): an in-process vLLM
+  beside the trainer, sent the changed weights after every update.
 - ``RayBackend`` (``backend=ray``, ``_ray.py``): ``RolloutWorker`` actors on a Ray cluster; ``ray``
   is imported only when it is chosen.
 """
@@ -21,7 +23,14 @@ import torch
 from veriloop.core import Registry, Task
 from veriloop.rollout import HFEngine, RolloutBatch
 from veriloop.training._config import TrainConfig
-from veriloop.training._rollout_worker import Progress, RolloutWorker, WorkerSpec, full_state, run_rollout
+from veriloop.training._rollout_worker import (
+    Progress,
+    RolloutWorker,
+    WorkerSpec,
+    full_state,
+    hf_weights,
+    run_rollout,
+)
 
 
 class RolloutBackend(Protocol):
@@ -46,7 +55,7 @@ class SharedBackend:
 
     receives_weights = False  # same tensors: only the version tag moves
 
-    def __init__(self, engine: HFEngine, spec: WorkerSpec, tools: Any):
+    def __init__(self, engine: Any, spec: WorkerSpec, tools: Any):
         self.engine, self.spec, self.tools = engine, spec, tools
 
     @property
@@ -70,6 +79,42 @@ class SharedBackend:
 
     def close(self) -> None:
         pass  # the trainer owns the engine and its tools
+
+
+class ColocatedVLLMBackend(SharedBackend):
+    """Rollouts on an in-process vLLM engine beside the trainer (``rollout.engine=vllm``, sync mode).
+
+    The trainer keeps its own model for log-prob recomputation and training; after each update
+    vLLM loads, in place, the weights the update changed (with LoRA: the adapted layers, adapters
+    merged), read straight from the trainer's model. At start it loads all of them, so a resumed
+    or LoRA-wrapped policy samples with its own weights.
+    """
+
+    receives_weights = True  # vLLM holds its own copy of the weights
+
+    def __init__(self, config: TrainConfig, spec: WorkerSpec, model: Any, tools: Any):
+        from veriloop.rollout import create_engine
+
+        rollout = config.rollout
+        engine = create_engine(
+            "vllm",
+            model=config.model.path,
+            dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+            kv_cache_bytes=rollout.vllm_kv_cache_mb * 2**20,
+            max_model_len=rollout.vllm_max_model_len or None,
+            max_num_seqs=rollout.vllm_max_num_seqs,
+            seed=config.run.seed,
+        )
+        super().__init__(engine, spec, tools)
+        self.model = model
+        engine.update_weights(hf_weights(model), 0)  # the version follows from rollout_backend_for
+
+    def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
+        """``state`` None: only the version moves; otherwise the trainer's changed weights are pushed."""
+        self.engine.update_weights(hf_weights(self.model, trainable_only=True) if state is not None else None, version)
+
+    def close(self) -> None:
+        self.engine.close()
 
 
 # The local backend is a RolloutWorker given the trainer's model, which it copies.
@@ -104,8 +149,11 @@ def rollout_backend_for(config: TrainConfig, *, engine: HFEngine, tokenizer: Any
     """
     spec = WorkerSpec.from_config(config)
     pipeline = config.pipeline
-    if pipeline.mode == "sync" and pipeline.backend == "local":  # nothing generates beside the trainer
+    if config.rollout.engine == "vllm":  # the config allows it in sync mode on the local backend only
+        backend: RolloutBackend = ColocatedVLLMBackend(config, spec, engine.model, tools)
+    elif pipeline.mode == "sync" and pipeline.backend == "local":  # nothing generates beside the trainer
         return SharedBackend(engine, spec, tools)
-    backend = ROLLOUT_BACKENDS.get(pipeline.backend)(config, spec, engine.model, tokenizer)
+    else:
+        backend = ROLLOUT_BACKENDS.get(pipeline.backend)(config, spec, engine.model, tokenizer)
     backend.set_weights(engine.policy_version, None)
     return backend

@@ -55,6 +55,18 @@ class RolloutSection(Section):
     reuse_kv: bool = Field(default=True, description="continue each turn from the keys and values of the earlier ones")
     concurrency: int = Field(default=256, ge=1, description="episodes in flight at once")
     max_batch_size: int = Field(default=256, ge=1, description="rows per generation batch")
+    engine: Literal["hf", "vllm"] = Field(
+        default="hf",
+        description="what samples rollouts: hf (the trainer's own model) or vllm (an in-process vLLM beside "
+        "the trainer, sent the new weights after every update; needs `make setup-vllm`)",
+    )
+    vllm_kv_cache_mb: int = Field(default=256, ge=16, description="vllm: memory for its KV cache, in MiB")
+    vllm_max_model_len: int = Field(
+        default=0,
+        ge=0,
+        description="vllm: longest prompt plus completion it serves (0: the model's positions, <= 4096)",
+    )
+    vllm_max_num_seqs: int = Field(default=256, ge=1, description="vllm: sequences it decodes together")
 
 
 class AlgorithmSection(Section):
@@ -234,7 +246,26 @@ class TrainConfig(Section):
                 "pipeline.mode=async does not support a schedule section yet; use pipeline.mode=sync "
                 "for multi-domain scheduled runs"
             )
+        _check_engine(self)
         return self
+
+
+def _check_engine(config: TrainConfig) -> None:
+    """Refuse the combinations the vllm rollout engine does not support (yet)."""
+    if config.rollout.engine != "vllm":
+        return
+    unsupported = {
+        "pipeline.mode=async": config.pipeline.mode == "async",
+        "pipeline.backend=ray": config.pipeline.backend == "ray",
+        "distributed.ray_ranks > 0": config.distributed.ray_ranks > 0,
+        "rollout.top_p < 1 (vLLM reports log-probs after the nucleus cut)": config.rollout.top_p < 1,
+    }
+    refused = [name for name, chosen in unsupported.items() if chosen]
+    if refused:
+        raise ValueError(
+            f"rollout.engine=vllm samples beside one synchronous trainer and does not support {', '.join(refused)}; "
+            "use rollout.engine=hf for those, or pipeline.mode=sync, pipeline.backend=local, rollout.top_p=1"
+        )
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:

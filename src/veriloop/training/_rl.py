@@ -162,6 +162,8 @@ class RLTrainer:
         if resume_from is not None:
             self._resume(resume_from)
         self._next_draw = self.draws  # the producer's count, ahead of ``draws`` in async mode
+        if config.rollout.engine == "vllm" and self.ranks.world_size > 1:
+            raise UserError("rollout.engine=vllm samples beside one trainer process; run it without torchrun")
         self.backend = rollout_backend_for(config, engine=self.engine, tokenizer=self.tokenizer, tools=self.tools)
         self.pipeline: AsyncSampler | None = None
         self._unsent_weights: dict[str, torch.Tensor] | None = None

@@ -76,6 +76,37 @@ def trainable_state(model: Any) -> dict[str, torch.Tensor]:
     return {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters() if p.requires_grad}
 
 
+def hf_weights(model: Any, trainable_only: bool = False) -> dict[str, torch.Tensor]:
+    """The policy's weights under Hugging Face names, as a plain model directory holds them (what
+    a vLLM engine loads), LoRA adapters merged into the layers they adapt. With ``trainable_only``,
+    just the tensors an update changes: the trainable ones, or with LoRA the adapted layers (each
+    with its bias, since vLLM reloads a layer whole). Tensors are the model's own (detached, not
+    copied) where nothing is merged."""
+    if not hasattr(model, "peft_config"):
+        named = model.named_parameters() if trainable_only else model.state_dict().items()
+        return {name: t.detach() for name, t in named if not trainable_only or t.requires_grad}
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    weights = {} if trainable_only else _unadapted_state(base)
+    with torch.no_grad():
+        for name, module in base.named_modules():
+            if isinstance(module, LoraLayer):
+                delta = sum(module.get_delta_weight(a) for a in module.active_adapters if a in module.lora_A)
+                layer = module.get_base_layer()
+                weights[f"{name}.weight"] = layer.weight.detach() + delta
+                if getattr(layer, "bias", None) is not None:
+                    weights[f"{name}.bias"] = layer.bias.detach()
+    return weights
+
+
+def _unadapted_state(base: Any) -> dict[str, torch.Tensor]:
+    """A LoRA-wrapped model's own weights under their plain names (adapters left out)."""
+    return {
+        name.replace(".base_layer.", "."): t.detach() for name, t in base.state_dict().items() if "lora_" not in name
+    }
+
+
 def full_state(model: Any) -> dict[str, torch.Tensor]:
     """A detached CPU copy of every weight (what a freshly built worker needs once)."""
     return {name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()}
