@@ -169,11 +169,12 @@ class PipelineSection(Section):
 
 
 class DistributedSection(Section):
-    strategy: Literal["auto", "ddp"] = Field(
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
         default="auto",
         description="data-parallel strategy over several ranks: ddp (every rank holds the whole model and "
-        "optimizer; gradients summed across ranks once per optimizer step); auto: ddp (FSDP sharding is not "
-        "implemented yet)",
+        "optimizer; gradients summed across ranks once per optimizer step); fsdp (FSDP2: parameters, gradients "
+        "and AdamW state sharded over the ranks, full weights gathered once per step for sampling; Llama, Qwen2 "
+        "and Mistral shapes, no LoRA); auto: fsdp on CUDA for models fsdp shards, ddp otherwise",
     )
     ray_ranks: int = Field(
         default=0,

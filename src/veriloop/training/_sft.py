@@ -8,7 +8,9 @@ learned from.
 Data-parallel (N ranks, ``_distributed.py``): every rank draws the same batch, computes the loss
 on its contiguous share of it, weighted by its share of the batch's assistant tokens counted over
 all ranks, and the gradients are summed across ranks: the update of one process on the whole
-batch. Rank 0 saves the model.
+batch. Under ``distributed.strategy=fsdp`` (``_parallel_strategy.py``) the parameters, gradients
+and AdamW state are sharded and each rank's one pass a step enters the FSDP unit. Rank 0 saves
+the model.
 """
 
 from __future__ import annotations
@@ -128,14 +130,17 @@ def train_sft(
     on_step: Callable[[SFTStep], None] | None = None,
     chunk_tokens: int = 0,
     ranks: Any = None,
+    strategy: Any = "auto",
 ) -> list[SFTStep]:
     """Train ``model`` in place for ``steps`` optimizer steps on shuffled conversations
     (``chunk_tokens`` as in ``sft_loss``). ``ranks``: the data-parallel group this process is a
-    rank of (``_distributed.process_group_for``); None trains alone. ``SFTStep.loss`` and
-    ``tokens`` are the whole batch's."""
+    rank of (``_distributed.process_group_for``); None trains alone. ``strategy``: the
+    ``distributed.strategy`` over those ranks, or one ``strategy_for`` made for ``model`` (fsdp
+    shards ``model`` in place; its full weights are gathered back into it at the end). ``SFTStep.loss`` and ``tokens`` are the whole batch's."""
     import torch
 
     from veriloop.training._distributed import SingleProcess
+    from veriloop.training._parallel_strategy import strategy_for
 
     ranks = ranks if ranks is not None else SingleProcess()
     if batch_size < ranks.world_size:
@@ -146,10 +151,13 @@ def train_sft(
         raise ValueError("no conversations to train on")
     rng = random.Random(seed)
     torch.manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    device = str(next(model.parameters()).device)
+    parallel = strategy_for(strategy, ranks, model, device) if isinstance(strategy, str) else strategy
+    parameters = list(model.parameters())  # fsdp: this rank's shards
+    optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / max(warmup_steps, 1)))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    lean = LeanDecoder(model) if LeanDecoder.supports(model) else None
+    lean = parallel.lean or (LeanDecoder(model) if LeanDecoder.supports(model) else None)
     order: list[int] = []
     history = []
     model.train()
@@ -166,8 +174,8 @@ def train_sft(
         optimizer.zero_grad(set_to_none=True)
         # This share's token-weighted part of the whole batch's mean (the mean itself in one process).
         (loss * (tokens / max(total_tokens, 1.0))).backward()
-        ranks.reduce_gradients(model.parameters())
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        parallel.reduce_gradients(parameters)
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         schedule.step()
         (loss_sum,) = ranks.total([float(loss.detach()) * tokens])
@@ -175,6 +183,7 @@ def train_sft(
         history.append(record)
         if on_step is not None:
             on_step(record)
+    parallel.gather_weights()
     model.eval()
     return history
 
@@ -200,6 +209,7 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
     from veriloop.core import RowErrors, UserError
     from veriloop.training._distributed import process_group_for
     from veriloop.training._model import load_policy, save_final
+    from veriloop.training._parallel_strategy import strategy_for
 
     if not config.data.train:
         raise UserError("data.train: give the chat-format JSONL file to train on")
@@ -215,6 +225,7 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
     if config.optim.batch_size < ranks.world_size:
         raise UserError(f"optim.batch_size: {config.optim.batch_size} is below the {ranks.world_size} ranks")
     model, tokenizer = load_policy(config.model)
+    parallel = strategy_for(config.distributed.strategy, ranks, model, config.model.device)
     history = train_sft(
         model,
         tokenizer,
@@ -227,8 +238,9 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
         on_step=on_step,
         chunk_tokens=config.optim.logit_chunk_tokens,
         ranks=ranks,
+        strategy=parallel,
     )
     if ranks.is_main:
-        save_final(model, tokenizer, Path(config.run.out))
+        save_final(model, tokenizer, Path(config.run.out), parallel.model_state(model))
     ranks.close()
     return history
