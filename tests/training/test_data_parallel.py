@@ -345,6 +345,37 @@ def test_fsdp_checkpoints_resume_on_one_process_and_from_ddp_ones(tmp_path, rl_c
             assert (final[name] - tensor).norm() / tensor.norm() <= ADAM_TENSOR_RTOL, name
 
 
+def test_an_sft_run_of_two_fsdp_ranks_resumes_on_one_process(tmp_path, tiny_model_dir):
+    """SFT checkpoints of fsdp ranks hold whole weights and AdamW state: one process resumes them
+    and ends where the straight one-process run ends."""
+    from safetensors.torch import load_file
+
+    data = tmp_path / "sft.jsonl"
+    rows = [
+        {"messages": [{"role": "user", "content": f"{i}?"}, {"role": "assistant", "content": str(i)}]} for i in range(8)
+    ]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    config = write_config(
+        tmp_path / "sft.yaml",
+        {
+            "model": {"path": str(tiny_model_dir)},
+            "data": {"train": str(data)},
+            "optim": {"batch_size": 4, "lr": 2e-3, "warmup_steps": 1, "steps": 4},
+            "run": {"checkpoint_every": 2, "progress": False},
+        },
+    )
+    sft = [PYTHON, "-m", "veriloop", "sft", str(config)]
+    run_alone([*sft, f"run.out={tmp_path / 'straight'}"])
+    resumed = tmp_path / "resumed"
+    run_ranks([*sft, f"run.out={resumed}", "optim.steps=3", "distributed.strategy=fsdp"], 2, tmp_path / "logs")
+    assert "resumed from step 3" in run_alone([*sft, f"run.out={resumed}"]).stderr
+    expected = load_file(tmp_path / "straight" / "model.safetensors")
+    final = load_file(resumed / "model.safetensors")
+    assert final.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert (final[name] - tensor).norm() / tensor.norm() <= ADAM_TENSOR_RTOL, name
+
+
 # ---- a lost rank --------------------------------------------------------------------------------
 
 

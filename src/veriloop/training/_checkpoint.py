@@ -40,13 +40,14 @@ def save_checkpoint(
     tokenizer: Any,
     optimizer_state: dict[str, Any],
     scheduler: Any,
-    sampler_state: SamplerState,
+    sampler_state: SamplerState | dict[str, Any],
     extra: dict[str, Any],
     keep: int,
     model_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``root/step-NNNNNNNN`` atomically and prune older ones beyond ``keep``.
 
+    ``sampler_state`` is the data cursor (the RL sampler's, or any dict of plain values).
     ``optimizer_state`` is the optimizer's ``state_dict`` as one process holds it (whole tensors);
     ``model_state``, when given, the weights to save in place of ``model.state_dict()``.
     """
@@ -62,7 +63,7 @@ def save_checkpoint(
             "optimizer": optimizer_state,
             "scheduler": scheduler.state_dict(),
             "rng": rng_state(),
-            "sampler": dataclasses.asdict(sampler_state),
+            "sampler": sampler_state if isinstance(sampler_state, dict) else dataclasses.asdict(sampler_state),
             "extra": extra,
         },
         staging / "trainer_state.pt",

@@ -311,6 +311,13 @@ class SFTRunSection(Section):
     out: str = Field(default="runs/sft", description="output directory (the model is saved here)")
     seed: int = Field(default=0, description="seed for data order and initialisation")
     progress: bool = Field(default=True, description="show a progress bar")
+    checkpoint_every: int = Field(
+        default=0,
+        ge=0,
+        description="save a resumable checkpoint under run.out/checkpoints every N steps and after the last "
+        "(0: none); a rerun resumes from the latest",
+    )
+    keep_checkpoints: int = Field(default=2, ge=1, description="checkpoints kept on disk")
 
 
 class SFTConfig(Section):

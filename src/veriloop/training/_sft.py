@@ -11,6 +11,11 @@ all ranks, and the gradients are summed across ranks: the update of one process 
 batch. Under ``distributed.strategy=fsdp`` (``_parallel_strategy.py``) the parameters, gradients
 and AdamW state are sharded and each rank's one pass a step enters the FSDP unit. Rank 0 saves
 the model.
+
+Checkpoints (``run.checkpoint_every``) are the RL trainer's format (``_checkpoint.py``): weights,
+AdamW state (whole, whatever the strategy), scheduler, RNG state and the data cursor (the
+shuffler's state and the conversations still to come in its current pass), so rerunning the
+command resumes the run, at any world size.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from veriloop.rollout import LeanDecoder, observation_ids
@@ -61,6 +67,21 @@ class SFTStep:
     step: int
     loss: float
     tokens: int
+
+
+@dataclass(frozen=True)
+class SFTCheckpoints:
+    """Where ``train_sft`` saves resumable checkpoints, how often, and how many it keeps."""
+
+    root: Path
+    every: int  # optimizer steps between checkpoints; one is also saved after the last step
+    keep: int = 2
+
+    def latest(self) -> Path | None:
+        from veriloop.training._checkpoint import list_checkpoints
+
+        found = list_checkpoints(self.root)
+        return found[-1] if found else None
 
 
 def sft_loss(
@@ -131,12 +152,15 @@ def train_sft(
     chunk_tokens: int = 0,
     ranks: Any = None,
     strategy: Any = "auto",
+    checkpoints: SFTCheckpoints | None = None,
 ) -> list[SFTStep]:
     """Train ``model`` in place for ``steps`` optimizer steps on shuffled conversations
     (``chunk_tokens`` as in ``sft_loss``). ``ranks``: the data-parallel group this process is a
     rank of (``_distributed.process_group_for``); None trains alone. ``strategy``: the
     ``distributed.strategy`` over those ranks, or one ``strategy_for`` made for ``model`` (fsdp
-    shards ``model`` in place; its full weights are gathered back into it at the end). ``SFTStep.loss`` and ``tokens`` are the whole batch's."""
+    shards ``model`` in place; its full weights are gathered back into it at the end).
+    ``checkpoints``: save there, and resume from the latest one, whose weights ``model`` must
+    already hold (``run_sft`` loads them); the history then starts at the resumed step. ``SFTStep.loss`` and ``tokens`` are the whole batch's."""
     import torch
 
     from veriloop.training._distributed import SingleProcess
@@ -159,9 +183,13 @@ def train_sft(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     lean = parallel.lean or (LeanDecoder(model) if LeanDecoder.supports(model) else None)
     order: list[int] = []
+    start = 0
+    resume_from = checkpoints.latest() if checkpoints is not None else None
+    if resume_from is not None:
+        start, order = _resume(resume_from, parallel, optimizer, schedule, rng)
     history = []
     model.train()
-    for step in range(steps):
+    for step in range(start, steps):
         if len(order) < batch_size:
             fresh = list(range(len(examples)))
             rng.shuffle(fresh)
@@ -183,9 +211,53 @@ def train_sft(
         history.append(record)
         if on_step is not None:
             on_step(record)
+        if checkpoints is not None and ((step + 1) % checkpoints.every == 0 or step + 1 == steps):
+            cursor = {"order": list(order), "shuffler": rng.getstate()}
+            _save(checkpoints, step + 1, model, tokenizer, parallel, (optimizer, schedule), cursor)
     parallel.gather_weights()
     model.eval()
     return history
+
+
+def _save(
+    checkpoints: SFTCheckpoints,
+    step: int,
+    model: Any,
+    tokenizer: Any,
+    parallel: Any,
+    optimization: tuple[Any, Any],
+    cursor: dict[str, Any],
+) -> None:
+    """The checkpoint after ``step`` steps (``optimization``: the optimizer and its schedule); every
+    rank takes part (fsdp gathers the weights and the optimizer state), rank 0 writes."""
+    from veriloop.training._checkpoint import save_checkpoint
+
+    optimizer, schedule = optimization
+    parallel.gather_weights()
+    optimizer_state = parallel.optimizer_state(optimizer)
+    if parallel.ranks.is_main:
+        weights = parallel.model_state(model)
+        save_checkpoint(
+            checkpoints.root, step, model, tokenizer, optimizer_state, schedule, cursor, {}, checkpoints.keep, weights
+        )
+
+
+def _resume(
+    checkpoint: Path, parallel: Any, optimizer: Any, schedule: Any, shuffler: random.Random
+) -> tuple[int, list[int]]:
+    """Load a checkpoint's optimizer, schedule, RNG and data cursor into the run; the step it was
+    saved after and the conversations still to come in the shuffler's current pass."""
+    from veriloop.core import UserError
+    from veriloop.training._checkpoint import load_trainer_state, set_rng_state
+
+    state = load_trainer_state(checkpoint)
+    if set(state["sampler"]) != {"order", "shuffler"}:
+        raise UserError(f"{checkpoint}: not a checkpoint of an SFT run (an RL run's?); use another run.out")
+    parallel.load_optimizer_state(optimizer, state["optimizer"])
+    schedule.load_state_dict(state["scheduler"])
+    set_rng_state(state["rng"])
+    shuffler.setstate(state["sampler"]["shuffler"])
+    return state["step"], list(state["sampler"]["order"])
 
 
 def read_conversations(path: str) -> list[list[dict[str, str]]]:
@@ -203,9 +275,8 @@ def read_conversations(path: str) -> list[list[dict[str, str]]]:
 
 
 def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> list[SFTStep]:
-    """``veriloop sft``: load the model, train on the conversations, save to ``run.out``."""
-    from pathlib import Path
-
+    """``veriloop sft``: load the model, train on the conversations, save to ``run.out``; with
+    ``run.checkpoint_every``, checkpoints go to ``run.out/checkpoints`` and a rerun resumes."""
     from veriloop.core import RowErrors, UserError
     from veriloop.training._distributed import process_group_for
     from veriloop.training._model import load_policy, save_final
@@ -224,7 +295,14 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
     ranks = process_group_for(config.distributed, config.model.device)
     if config.optim.batch_size < ranks.world_size:
         raise UserError(f"optim.batch_size: {config.optim.batch_size} is below the {ranks.world_size} ranks")
-    model, tokenizer = load_policy(config.model)
+    run = config.run
+    checkpoints = (
+        SFTCheckpoints(Path(run.out) / "checkpoints", run.checkpoint_every, run.keep_checkpoints)
+        if run.checkpoint_every
+        else None
+    )
+    resume_from = checkpoints.latest() if checkpoints is not None else None
+    model, tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
     parallel = strategy_for(config.distributed.strategy, ranks, model, config.model.device)
     history = train_sft(
         model,
@@ -239,6 +317,7 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
         chunk_tokens=config.optim.logit_chunk_tokens,
         ranks=ranks,
         strategy=parallel,
+        checkpoints=checkpoints,
     )
     if ranks.is_main:
         save_final(model, tokenizer, Path(config.run.out), parallel.model_state(model))
