@@ -160,7 +160,8 @@ def train_sft(
     ``distributed.strategy`` over those ranks, or one ``strategy_for`` made for ``model`` (fsdp
     shards ``model`` in place; its full weights are gathered back into it at the end).
     ``checkpoints``: save there, and resume from the latest one, whose weights ``model`` must
-    already hold (``run_sft`` loads them); the history then starts at the resumed step. ``SFTStep.loss`` and ``tokens`` are the whole batch's."""
+    already hold (``run_sft`` loads them); the history then starts at the resumed step.
+    ``SFTStep.loss`` and ``tokens`` are the whole batch's."""
     import torch
 
     from veriloop.training._distributed import SingleProcess
