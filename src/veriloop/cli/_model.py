@@ -51,6 +51,7 @@ def sft(
         disable=not (settings.run.progress and main),
     ) as progress:
         bar = progress.add_task("sft", total=settings.optim.steps, status="")
+        history: list[Any] = []
 
         def report(step: Any) -> None:
             progress.update(bar, completed=step.step + 1, status=f"loss {step.loss:.3f}")
@@ -61,10 +62,12 @@ def sft(
 
                 train_on_ray("sft", settings, on_step=report)
             else:
-                run_sft(settings, on_step=report)
+                history = run_sft(settings, on_step=report)
         except RankLost as error:
             console.print(f"error: {error}", markup=False, soft_wrap=True, style="red")
             return 1
+    if main and history and history[0].step > 0:
+        console.print(f"resumed from step {history[0].step} of {settings.run.out}", markup=False)
     if main:
         console.print(f"model saved to {settings.run.out}")
     return 0

@@ -10,7 +10,15 @@ from veriloop.training._quickstart import QuickstartConfig, run_quickstart
 from veriloop.training._seed_loop import SeedLoopConfig, run_seed_loop
 from veriloop.training._rl import RLTrainer, read_metrics, seed_everything
 from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, episode_config
-from veriloop.training._sft import SFTStep, read_conversations, run_sft, sft_loss, tokenize_conversation, train_sft
+from veriloop.training._sft import (
+    SFTCheckpoints,
+    SFTStep,
+    read_conversations,
+    run_sft,
+    sft_loss,
+    tokenize_conversation,
+    train_sft,
+)
 from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
 
 __all__ = [
@@ -25,6 +33,7 @@ __all__ = [
     "RolloutBackend",
     "RolloutWorker",
     "SFTConfig",
+    "SFTCheckpoints",
     "SFTStep",
     "SampledBatch",
     "SamplerState",

@@ -38,26 +38,32 @@ def save_checkpoint(
     step: int,
     model: Any,
     tokenizer: Any,
-    optimizer: Any,
+    optimizer_state: dict[str, Any],
     scheduler: Any,
-    sampler_state: SamplerState,
+    sampler_state: SamplerState | dict[str, Any],
     extra: dict[str, Any],
     keep: int,
+    model_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``root/step-NNNNNNNN`` atomically and prune older ones beyond ``keep``."""
+    """Write ``root/step-NNNNNNNN`` atomically and prune older ones beyond ``keep``.
+
+    ``sampler_state`` is the data cursor (the RL sampler's, or any dict of plain values).
+    ``optimizer_state`` is the optimizer's ``state_dict`` as one process holds it (whole tensors);
+    ``model_state``, when given, the weights to save in place of ``model.state_dict()``.
+    """
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:08d}"
     staging = root / f".step-{step:08d}.partial"
     shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging / "model")
+    model.save_pretrained(staging / "model", state_dict=model_state)
     tokenizer.save_pretrained(staging / "model")
     torch.save(
         {
             "step": step,
-            "optimizer": optimizer.state_dict(),
+            "optimizer": optimizer_state,
             "scheduler": scheduler.state_dict(),
             "rng": rng_state(),
-            "sampler": dataclasses.asdict(sampler_state),
+            "sampler": sampler_state if isinstance(sampler_state, dict) else dataclasses.asdict(sampler_state),
             "extra": extra,
         },
         staging / "trainer_state.pt",

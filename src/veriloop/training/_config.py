@@ -181,11 +181,12 @@ class PipelineSection(Section):
 
 
 class DistributedSection(Section):
-    strategy: Literal["auto", "ddp"] = Field(
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
         default="auto",
         description="data-parallel strategy over several ranks: ddp (every rank holds the whole model and "
-        "optimizer; gradients summed across ranks once per optimizer step); auto: ddp (FSDP sharding is not "
-        "implemented yet)",
+        "optimizer; gradients summed across ranks once per optimizer step); fsdp (FSDP2: parameters, gradients "
+        "and AdamW state sharded over the ranks, full weights gathered once per step for sampling; Llama, Qwen2 "
+        "and Mistral shapes, no LoRA); auto: fsdp on CUDA for models fsdp shards, ddp otherwise",
     )
     ray_ranks: int = Field(
         default=0,
@@ -341,6 +342,13 @@ class SFTRunSection(Section):
     out: str = Field(default="runs/sft", description="output directory (the model is saved here)")
     seed: int = Field(default=0, description="seed for data order and initialisation")
     progress: bool = Field(default=True, description="show a progress bar")
+    checkpoint_every: int = Field(
+        default=0,
+        ge=0,
+        description="save a resumable checkpoint under run.out/checkpoints every N steps and after the last "
+        "(0: none); a rerun resumes from the latest",
+    )
+    keep_checkpoints: int = Field(default=2, ge=1, description="checkpoints kept on disk")
 
 
 class SFTConfig(Section):

@@ -15,9 +15,10 @@ A run of N ranks trains exactly the step a single process would train:
 Gradients are reduced with ``reduce_gradients``: one flattened all-reduce of every trainable
 gradient per optimizer step, which is what ``DistributedDataParallel`` does with ``no_sync`` over
 the micro-batches. The module is not wrapped in DDP because the lean decoder computes log-probs
-from the weights without calling the module's ``forward`` (where DDP hooks in). Every rank holds
-the whole model and optimizer state (``distributed.strategy=ddp``, the only strategy on CPU);
-each rank's engine generates with its own replica, so there is nothing to gather for sampling.
+from the weights without calling the module's ``forward`` (where DDP hooks in). Under
+``distributed.strategy=ddp`` every rank holds the whole model and optimizer state and its engine
+generates with its own replica; under ``fsdp`` the parameters, gradients and optimizer state are
+sharded by FSDP2 and the full weights gathered once per step (``_parallel_strategy.py``).
 
 A rank that dies is noticed by the others within ``distributed.lost_after_s``: every rank bumps a
 counter in the rendezvous store each second (``RankWatch``); a collective that fails, or a counter

@@ -53,13 +53,14 @@ def mark_as_sampling_policy(model: Any) -> None:
         model.generation_config.do_sample = True
 
 
-def save_final(model: Any, tokenizer: Any, out: Path) -> Path:
-    """Save the policy as a plain HF model directory (LoRA adapters merged into a copy)."""
+def save_final(model: Any, tokenizer: Any, out: Path, state_dict: dict[str, Any] | None = None) -> Path:
+    """Save the policy as a plain HF model directory (LoRA adapters merged into a copy);
+    ``state_dict``, when given, holds the weights to save in place of the model's own."""
     to_save = model
     if hasattr(model, "merge_and_unload"):
         to_save = copy.deepcopy(model).merge_and_unload()
     out.mkdir(parents=True, exist_ok=True)
     mark_as_sampling_policy(to_save)
-    to_save.save_pretrained(out)
+    to_save.save_pretrained(out, state_dict=state_dict)
     tokenizer.save_pretrained(out)
     return out

@@ -45,7 +45,6 @@ from veriloop.training._batch import (
     completion_logprobs,
     enable_activation_checkpointing,
     logprobs_without_grad,
-    micro_batches,
     token_batch,
 )
 from veriloop.training._checkpoint import list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
@@ -57,6 +56,7 @@ from veriloop.training._ledger import PromptLedger
 from veriloop.training._metrics import MetricsLogger
 from veriloop.training._model import load_policy, reference_model, save_final
 from veriloop.training._objective import LossInputs, objective
+from veriloop.training._parallel_strategy import as_float, strategy_for
 from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, staleness_metrics
 from veriloop.sandbox._environments import environment_hashes
 from veriloop.training._run_config import check_and_save_environments, check_and_save_run_config
@@ -142,12 +142,15 @@ class RLTrainer:
         self.reference_lean = (
             LeanDecoder(self.reference) if self.reference is not None and LeanDecoder.supports(self.reference) else None
         )
+        # ddp or fsdp (``_parallel_strategy.py``); fsdp shards the model's parameters in place.
+        self.parallel = strategy_for(config.distributed.strategy, self.ranks, self.model, config.model.device)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         # The fused kernel (one pass over all parameters) where torch has it: 6x faster on CPU.
         fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in trainable)
         self.optimizer = torch.optim.AdamW(
             trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay, fused=fused
         )
+        self.parallel.gather_weights()  # fsdp: the engine samples from the full weights
         warmup = max(config.optim.warmup_steps, 1)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warmup))
         self.sampler = self.schedule if self.schedule is not None else TaskSampler(self.tasks, config.run.seed)
@@ -445,7 +448,7 @@ class RLTrainer:
             for _ in range(optim.updates_per_batch):
                 self.optimizer.zero_grad(set_to_none=True)
                 pass_sums: dict[str, float] = {}
-                for rows in micro_batches(len(inputs), optim.micro_batch_size):
+                for rows in self.parallel.micro_batches(len(inputs), optim.micro_batch_size):
                     micro = inputs.select(rows)
                     tokens = float(micro.batch.loss_mask.sum())
                     weight = tokens / total_tokens if algo.aggregation == "token-mean" else len(micro) / total_rows
@@ -454,7 +457,7 @@ class RLTrainer:
                         micro.batch,
                         self.config.rollout.temperature,
                         with_entropy=algo.entropy_coef > 0,
-                        lean=self.engine.lean,
+                        lean=self.parallel.lean or self.engine.lean,
                         chunk_tokens=optim.logprob_chunk_tokens,
                         checkpoint_layers=optim.activation_checkpointing,
                     )
@@ -465,13 +468,14 @@ class RLTrainer:
                 for part in self.ranks.gather(pass_sums):  # a rank with no rows adds nothing
                     for key, value in part.items():
                         sums[key] = sums.get(key, 0.0) + value / optim.updates_per_batch
-                trainable = [p for p in self.model.parameters() if p.requires_grad]
-                self.ranks.reduce_gradients(trainable)  # (summed over ranks: the whole step's gradient)
+                trainable = [p for group in self.optimizer.param_groups for p in group["params"]]
+                self.parallel.reduce_gradients(trainable)  # (summed over ranks: the whole step's gradient)
                 grad_norm = torch.nn.utils.clip_grad_norm_(trainable, optim.max_grad_norm)
                 self.optimizer.step()
                 self.scheduler.step()
+            self.parallel.gather_weights()
         self.model.eval()
-        return {**sums, "grad_norm": float(grad_norm), "lr": self.scheduler.get_last_lr()[0]}
+        return {**sums, "grad_norm": as_float(grad_norm), "lr": self.scheduler.get_last_lr()[0]}
 
     def _dual_clip(self, stale: bool) -> float | None:
         """The ratio cap for negative advantages: ``algorithm.dual_clip``, lowered to ``pipeline.is_cap``
@@ -531,7 +535,7 @@ class RLTrainer:
         if not run.checkpoint_every or self.step_index % run.checkpoint_every:
             self.save_checkpoint()
         if self.ranks.is_main:
-            save_final(self.model, self.tokenizer, self.out / "final")
+            save_final(self.model, self.tokenizer, self.out / "final", self.parallel.model_state(self.model))
         self.close()
         return history
 
@@ -577,7 +581,8 @@ class RLTrainer:
             self.backend.set_weights(version, state)
 
     def save_checkpoint(self) -> Path | None:
-        """Write a checkpoint (rank 0 only: every rank holds the same state; None on the others)."""
+        """Write a checkpoint (rank 0 only, the optimizer state gathered whole; None on the others)."""
+        optimizer_state = self.parallel.optimizer_state(self.optimizer)  # fsdp: a collective
         if not self.ranks.is_main:
             return None
         # In async mode the sampler has run ahead; the checkpoint keeps the cursor of the last
@@ -589,7 +594,7 @@ class RLTrainer:
                 self.step_index,
                 self.model,
                 self.tokenizer,
-                self.optimizer,
+                optimizer_state,
                 self.scheduler,
                 sampler_state,
                 {
@@ -598,11 +603,12 @@ class RLTrainer:
                     "trajectory_parts": len(self.store.parts()) if self.store is not None else 0,
                 },
                 self.config.run.keep_checkpoints,
+                self.parallel.model_state(self.model),
             )
 
     def _resume(self, checkpoint: Path) -> None:
         state = load_trainer_state(checkpoint)
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.parallel.load_optimizer_state(self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         set_rng_state(state["rng"])
         if self.schedule is not None:

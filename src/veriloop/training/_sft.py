@@ -8,7 +8,14 @@ learned from.
 Data-parallel (N ranks, ``_distributed.py``): every rank draws the same batch, computes the loss
 on its contiguous share of it, weighted by its share of the batch's assistant tokens counted over
 all ranks, and the gradients are summed across ranks: the update of one process on the whole
-batch. Rank 0 saves the model.
+batch. Under ``distributed.strategy=fsdp`` (``_parallel_strategy.py``) the parameters, gradients
+and AdamW state are sharded and each rank's one pass a step enters the FSDP unit. Rank 0 saves
+the model.
+
+Checkpoints (``run.checkpoint_every``) are the RL trainer's format (``_checkpoint.py``): weights,
+AdamW state (whole, whatever the strategy), scheduler, RNG state and the data cursor (the
+shuffler's state and the conversations still to come in its current pass), so rerunning the
+command resumes the run, at any world size.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from veriloop.rollout import LeanDecoder, observation_ids
@@ -59,6 +67,21 @@ class SFTStep:
     step: int
     loss: float
     tokens: int
+
+
+@dataclass(frozen=True)
+class SFTCheckpoints:
+    """Where ``train_sft`` saves resumable checkpoints, how often, and how many it keeps."""
+
+    root: Path
+    every: int  # optimizer steps between checkpoints; one is also saved after the last step
+    keep: int = 2
+
+    def latest(self) -> Path | None:
+        from veriloop.training._checkpoint import list_checkpoints
+
+        found = list_checkpoints(self.root)
+        return found[-1] if found else None
 
 
 def sft_loss(
@@ -128,14 +151,21 @@ def train_sft(
     on_step: Callable[[SFTStep], None] | None = None,
     chunk_tokens: int = 0,
     ranks: Any = None,
+    strategy: Any = "auto",
+    checkpoints: SFTCheckpoints | None = None,
 ) -> list[SFTStep]:
     """Train ``model`` in place for ``steps`` optimizer steps on shuffled conversations
     (``chunk_tokens`` as in ``sft_loss``). ``ranks``: the data-parallel group this process is a
-    rank of (``_distributed.process_group_for``); None trains alone. ``SFTStep.loss`` and
-    ``tokens`` are the whole batch's."""
+    rank of (``_distributed.process_group_for``); None trains alone. ``strategy``: the
+    ``distributed.strategy`` over those ranks, or one ``strategy_for`` made for ``model`` (fsdp
+    shards ``model`` in place; its full weights are gathered back into it at the end).
+    ``checkpoints``: save there, and resume from the latest one, whose weights ``model`` must
+    already hold (``run_sft`` loads them); the history then starts at the resumed step.
+    ``SFTStep.loss`` and ``tokens`` are the whole batch's."""
     import torch
 
     from veriloop.training._distributed import SingleProcess
+    from veriloop.training._parallel_strategy import strategy_for
 
     ranks = ranks if ranks is not None else SingleProcess()
     if batch_size < ranks.world_size:
@@ -146,14 +176,21 @@ def train_sft(
         raise ValueError("no conversations to train on")
     rng = random.Random(seed)
     torch.manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    device = str(next(model.parameters()).device)
+    parallel = strategy_for(strategy, ranks, model, device) if isinstance(strategy, str) else strategy
+    parameters = list(model.parameters())  # fsdp: this rank's shards
+    optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / max(warmup_steps, 1)))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    lean = LeanDecoder(model) if LeanDecoder.supports(model) else None
+    lean = parallel.lean or (LeanDecoder(model) if LeanDecoder.supports(model) else None)
     order: list[int] = []
+    start = 0
+    resume_from = checkpoints.latest() if checkpoints is not None else None
+    if resume_from is not None:
+        start, order = _resume(resume_from, parallel, optimizer, schedule, rng)
     history = []
     model.train()
-    for step in range(steps):
+    for step in range(start, steps):
         if len(order) < batch_size:
             fresh = list(range(len(examples)))
             rng.shuffle(fresh)
@@ -166,8 +203,8 @@ def train_sft(
         optimizer.zero_grad(set_to_none=True)
         # This share's token-weighted part of the whole batch's mean (the mean itself in one process).
         (loss * (tokens / max(total_tokens, 1.0))).backward()
-        ranks.reduce_gradients(model.parameters())
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        parallel.reduce_gradients(parameters)
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         schedule.step()
         (loss_sum,) = ranks.total([float(loss.detach()) * tokens])
@@ -175,8 +212,53 @@ def train_sft(
         history.append(record)
         if on_step is not None:
             on_step(record)
+        if checkpoints is not None and ((step + 1) % checkpoints.every == 0 or step + 1 == steps):
+            cursor = {"order": list(order), "shuffler": rng.getstate()}
+            _save(checkpoints, step + 1, model, tokenizer, parallel, (optimizer, schedule), cursor)
+    parallel.gather_weights()
     model.eval()
     return history
+
+
+def _save(
+    checkpoints: SFTCheckpoints,
+    step: int,
+    model: Any,
+    tokenizer: Any,
+    parallel: Any,
+    optimization: tuple[Any, Any],
+    cursor: dict[str, Any],
+) -> None:
+    """The checkpoint after ``step`` steps (``optimization``: the optimizer and its schedule); every
+    rank takes part (fsdp gathers the weights and the optimizer state), rank 0 writes."""
+    from veriloop.training._checkpoint import save_checkpoint
+
+    optimizer, schedule = optimization
+    parallel.gather_weights()
+    optimizer_state = parallel.optimizer_state(optimizer)
+    if parallel.ranks.is_main:
+        weights = parallel.model_state(model)
+        save_checkpoint(
+            checkpoints.root, step, model, tokenizer, optimizer_state, schedule, cursor, {}, checkpoints.keep, weights
+        )
+
+
+def _resume(
+    checkpoint: Path, parallel: Any, optimizer: Any, schedule: Any, shuffler: random.Random
+) -> tuple[int, list[int]]:
+    """Load a checkpoint's optimizer, schedule, RNG and data cursor into the run; the step it was
+    saved after and the conversations still to come in the shuffler's current pass."""
+    from veriloop.core import UserError
+    from veriloop.training._checkpoint import load_trainer_state, set_rng_state
+
+    state = load_trainer_state(checkpoint)
+    if set(state["sampler"]) != {"order", "shuffler"}:
+        raise UserError(f"{checkpoint}: not a checkpoint of an SFT run (an RL run's?); use another run.out")
+    parallel.load_optimizer_state(optimizer, state["optimizer"])
+    schedule.load_state_dict(state["scheduler"])
+    set_rng_state(state["rng"])
+    shuffler.setstate(state["sampler"]["shuffler"])
+    return state["step"], list(state["sampler"]["order"])
 
 
 def read_conversations(path: str) -> list[list[dict[str, str]]]:
@@ -194,12 +276,12 @@ def read_conversations(path: str) -> list[list[dict[str, str]]]:
 
 
 def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> list[SFTStep]:
-    """``veriloop sft``: load the model, train on the conversations, save to ``run.out``."""
-    from pathlib import Path
-
+    """``veriloop sft``: load the model, train on the conversations, save to ``run.out``; with
+    ``run.checkpoint_every``, checkpoints go to ``run.out/checkpoints`` and a rerun resumes."""
     from veriloop.core import RowErrors, UserError
     from veriloop.training._distributed import process_group_for
     from veriloop.training._model import load_policy, save_final
+    from veriloop.training._parallel_strategy import strategy_for
 
     if not config.data.train:
         raise UserError("data.train: give the chat-format JSONL file to train on")
@@ -214,7 +296,15 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
     ranks = process_group_for(config.distributed, config.model.device)
     if config.optim.batch_size < ranks.world_size:
         raise UserError(f"optim.batch_size: {config.optim.batch_size} is below the {ranks.world_size} ranks")
-    model, tokenizer = load_policy(config.model)
+    run = config.run
+    checkpoints = (
+        SFTCheckpoints(Path(run.out) / "checkpoints", run.checkpoint_every, run.keep_checkpoints)
+        if run.checkpoint_every
+        else None
+    )
+    resume_from = checkpoints.latest() if checkpoints is not None else None
+    model, tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
+    parallel = strategy_for(config.distributed.strategy, ranks, model, config.model.device)
     history = train_sft(
         model,
         tokenizer,
@@ -227,8 +317,10 @@ def run_sft(config: Any, on_step: Callable[[SFTStep], None] | None = None) -> li
         on_step=on_step,
         chunk_tokens=config.optim.logit_chunk_tokens,
         ranks=ranks,
+        strategy=parallel,
+        checkpoints=checkpoints,
     )
     if ranks.is_main:
-        save_final(model, tokenizer, Path(config.run.out))
+        save_final(model, tokenizer, Path(config.run.out), parallel.model_state(model))
     ranks.close()
     return history
