@@ -94,6 +94,7 @@ class SeedLoopConfig(RecipeConfig):
     sft_lr: float = Field(default=1e-3, gt=0, description="SFT learning rate")
     rl_steps: int = Field(default=40, ge=1, description="GRPO steps")
     prompts_per_step: int = Field(default=16, ge=1, description="GRPO prompts per step")
+    group_size: int = Field(default=16, ge=2, description="GRPO samples per prompt (the seeds draw 16)")
     max_tokens: int = Field(default=40, ge=4, description="tokens per model turn at most")
     max_turns: int = Field(default=2, ge=2, description="model turns per episode (tool use: run, then submit)")
     seesaw_every: int = Field(default=10, ge=1, description="seesaw check of every domain every N RL steps")
