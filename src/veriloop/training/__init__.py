@@ -5,10 +5,11 @@ from veriloop.training._config import SFTConfig, TrainConfig, load_config
 from veriloop.training._data import SamplerState, TaskSampler
 from veriloop.training._heartbeat import Heartbeats, Stall, read_events
 from veriloop.training._ledger import Draw, PromptLedger, ledger_summary, read_ledger
+from veriloop.training._metrics import read_metrics
 from veriloop.training._pipeline import AsyncSampler, SampledBatch
 from veriloop.training._quickstart import QuickstartConfig, run_quickstart
 from veriloop.training._seed_loop import SeedLoopConfig, run_seed_loop
-from veriloop.training._rl import RLTrainer, read_metrics, seed_everything
+from veriloop.training._rl import RLTrainer, seed_everything
 from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, episode_config
 from veriloop.training._sft import (
     SFTCheckpoints,

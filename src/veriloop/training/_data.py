@@ -1,4 +1,4 @@
-"""The order in which training tasks are drawn: shuffled epochs with a resumable cursor."""
+"""Which tasks a run trains on, and the order they are drawn in: shuffled epochs with a resumable cursor."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from veriloop.core import Task
+from veriloop.scheduling import DomainSchedule
+from veriloop.tasks import load_tasks
+from veriloop.training._config import TrainConfig
 
 
 @dataclass
@@ -43,3 +46,21 @@ class TaskSampler:
             self.state.position += 1
             self.state.drawn += 1
         return out
+
+
+def training_tasks(
+    config: TrainConfig, tasks: Sequence[Task] | None, heldout: Sequence[Task] | None
+) -> tuple[list[Task], list[Task], DomainSchedule | None]:
+    """The run's training tasks, held-out tasks and multi-domain schedule (None without one).
+
+    Tasks given in Python replace ``data.train`` and ``data.heldout``; the schedule
+    (``veriloop.scheduling``), when configured, loads its mixture and replaces ``TaskSampler``.
+    """
+    data = config.data
+    held = list(heldout) if heldout is not None else (load_tasks(data.heldout) if data.heldout else [])
+    if not config.schedule.active:
+        return (list(tasks) if tasks is not None else load_tasks(data.train)), held, None
+    schedule = DomainSchedule.from_config(
+        config.schedule, config.run.seed, config.run.out, tasks=tasks, train=data.train, heldout=held
+    )
+    return schedule.tasks, held, schedule

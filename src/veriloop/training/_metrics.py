@@ -95,3 +95,11 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[name] = value
     return flat
+
+
+def read_metrics(out: str | Path) -> list[dict[str, Any]]:
+    """The per-step records a run wrote to ``OUT/metrics.jsonl``."""
+    path = Path(out) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -214,7 +214,8 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
     """Run (or continue) every stage; returns the summary also written to OUT/summary.json."""
     from veriloop.evaluation import compare, load_run, run_eval
     from veriloop.training._model import save_final
-    from veriloop.training._rl import RLTrainer, read_metrics
+    from veriloop.training._metrics import read_metrics
+    from veriloop.training._rl import RLTrainer
 
     started = time.perf_counter()
     report, out, tiny = begin(config, progress)

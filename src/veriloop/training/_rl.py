@@ -12,8 +12,6 @@ by a ``StepTimer`` (``_step_timer.py``).
 from __future__ import annotations
 
 import copy
-import dataclasses
-import json
 import random
 import shutil
 import sys
@@ -37,8 +35,6 @@ from veriloop.rollout import (
     rollout,
     summarize_rollout,
 )
-from veriloop.scheduling import DomainSchedule
-from veriloop.tasks import load_tasks
 from veriloop.training._backends import rollout_backend_for
 from veriloop.training._batch import (
     TokenBatch,
@@ -47,15 +43,16 @@ from veriloop.training._batch import (
     logprobs_without_grad,
     token_batch,
 )
-from veriloop.training._checkpoint import list_checkpoints, load_trainer_state, save_checkpoint, set_rng_state
+from veriloop.training._checkpoint import list_checkpoints
 from veriloop.training._config import TrainConfig
-from veriloop.training._data import SamplerState, TaskSampler
+from veriloop.training._data import TaskSampler, training_tasks
 from veriloop.training._distributed import check_data_parallel, process_group_for
 from veriloop.training._heartbeat import Heartbeats, Stall
 from veriloop.training._ledger import PromptLedger
 from veriloop.training._metrics import MetricsLogger
 from veriloop.training._model import load_policy, reference_model, save_final
 from veriloop.training._objective import LossInputs, objective
+from veriloop.training._rl_checkpoint import resume_rl, save_rl_checkpoint
 from veriloop.training._parallel_strategy import as_float, strategy_for
 from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, staleness_metrics
 from veriloop.sandbox._environments import environment_hashes
@@ -102,26 +99,7 @@ class RLTrainer:
         logs = self._scratch or self.out
         self.checkpoint_dir = self.out / "checkpoints"
         seed_everything(config.run.seed)
-        self.heldout = (
-            list(heldout) if heldout is not None else (load_tasks(config.data.heldout) if config.data.heldout else [])
-        )
-        # The multi-domain schedule (veriloop.scheduling), when configured, loads the tasks and replaces TaskSampler.
-        self.schedule = (
-            DomainSchedule.from_config(
-                config.schedule,
-                config.run.seed,
-                self.out,
-                tasks=tasks,
-                train=config.data.train,
-                heldout=self.heldout,
-            )
-            if config.schedule.active
-            else None
-        )
-        if self.schedule is not None:
-            self.tasks = self.schedule.tasks
-        else:
-            self.tasks = list(tasks) if tasks is not None else load_tasks(config.data.train)
+        self.tasks, self.heldout, self.schedule = training_tasks(config, tasks, heldout)
         self._owns_tools = tools is None
         if tools is None:
             tools = sandbox_tools(config.rollout.tools, config.pipeline.sandbox_workers)
@@ -163,7 +141,7 @@ class RLTrainer:
         self.ledger = PromptLedger(logs)
         self.heartbeats = Heartbeats(config.pipeline.stall_after_s, logs, on_stall=_warn_stall)
         if resume_from is not None:
-            self._resume(resume_from)
+            resume_rl(self, resume_from)
         self._next_draw = self.draws  # the producer's count, ahead of ``draws`` in async mode
         if config.rollout.engine == "vllm" and self.ranks.world_size > 1:
             raise UserError("rollout.engine=vllm samples beside one trainer process; run it without torchrun")
@@ -581,51 +559,8 @@ class RLTrainer:
             self.backend.set_weights(version, state)
 
     def save_checkpoint(self) -> Path | None:
-        """Write a checkpoint (rank 0 only, the optimizer state gathered whole; None on the others)."""
-        optimizer_state = self.parallel.optimizer_state(self.optimizer)  # fsdp: a collective
-        if not self.ranks.is_main:
-            return None
-        # In async mode the sampler has run ahead; the checkpoint keeps the cursor of the last
-        # trained step, so a resumed run draws the prompts of untrained batches again.
-        sampler_state = self.trained_sampler_state if self.config.pipeline.mode == "async" else self.sampler.state
-        with self.heartbeats.phase("checkpoint", f"step {self.step_index}: saving"):
-            return save_checkpoint(
-                self.checkpoint_dir,
-                self.step_index,
-                self.model,
-                self.tokenizer,
-                optimizer_state,
-                self.scheduler,
-                sampler_state,
-                {
-                    "policy_version": self.version,
-                    "draws": self.draws,
-                    "trajectory_parts": len(self.store.parts()) if self.store is not None else 0,
-                },
-                self.config.run.keep_checkpoints,
-                self.parallel.model_state(self.model),
-            )
-
-    def _resume(self, checkpoint: Path) -> None:
-        state = load_trainer_state(checkpoint)
-        self.parallel.load_optimizer_state(self.optimizer, state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        set_rng_state(state["rng"])
-        if self.schedule is not None:
-            self.schedule.load_state(state["sampler"])
-        else:
-            fields = {f.name for f in dataclasses.fields(SamplerState)}
-            if set(state["sampler"]) != fields:
-                raise UserError(f"{checkpoint}: saved by a run with a schedule section; resume it with the same config")
-            self.sampler = TaskSampler(self.tasks, self.config.run.seed, SamplerState(**state["sampler"]))
-        self.trained_sampler_state = copy.deepcopy(self.sampler.state)
-        self.step_index = state["step"]
-        self.engine.policy_version = state["extra"]["policy_version"]
-        self.draws = state["extra"].get("draws", 0)
-        self.ledger.truncate(self.draws)
-        self.metrics.truncate_after(self.step_index)
-        if self.store is not None and "trajectory_parts" in state["extra"]:
-            self.store.keep_parts(state["extra"]["trajectory_parts"])  # the rolled-back steps' trajectories go
+        """Write a checkpoint (``_rl_checkpoint.py``); None on ranks other than 0."""
+        return save_rl_checkpoint(self)
 
     def _schedule_metrics(self, groups: list[list[Trajectory]]) -> dict[str, Any]:
         """Per-domain accounting and ``domain/<name>/...`` metrics of the step (schedule only)."""
@@ -659,11 +594,3 @@ def _warn_stall(stall: Stall) -> None:
         file=sys.stderr,
         flush=True,
     )
-
-
-def read_metrics(out: str | Path) -> list[dict[str, Any]]:
-    """The per-step records a run wrote to ``OUT/metrics.jsonl``."""
-    path = Path(out) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

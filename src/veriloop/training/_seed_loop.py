@@ -405,7 +405,7 @@ def evaluate_both(config: SeedLoopConfig, out: Path, base: Path, final: Path, re
 
 def seesaw_log(rl_out: Path) -> list[dict[str, Any]]:
     """The seesaw monitor's checks: step, held-out pass@1 per domain, deltas and verdict."""
-    from veriloop.training._rl import read_metrics
+    from veriloop.training._metrics import read_metrics
 
     log = []
     for record in read_metrics(rl_out):
@@ -434,7 +434,7 @@ def slide_back_points(log: list[dict[str, Any]]) -> dict[str, float]:
 def _step_statistics(rl_out: Path) -> dict[str, float]:
     """Medians over RL steps: the sandbox's busy fraction of rollout time (tool calls), rollout
     tokens/s, inference:training time, verification seconds (code tests run in the sandbox)."""
-    from veriloop.training._rl import read_metrics
+    from veriloop.training._metrics import read_metrics
 
     records = [r for r in read_metrics(rl_out) if "util/sandbox_busy_fraction" in r]
     names = {
