@@ -116,6 +116,28 @@ def test_wrong_shapes_earn_nothing(script, says):
     assert says in score.detail
 
 
+_SAW_CUT = PLATE.format(segments=64).replace(
+    "mesh = part.to_mesh()",
+    "part = part - m3d.Manifold.cube([{width}, 30, {depth}]).translate([30, -1, 5 - {depth}])\nmesh = part.to_mesh()",
+)
+
+
+@pytest.mark.parametrize(
+    ("width", "depth"), [(0.24, 3.0), (0.1, 4.8), (0.05, 1.0)], ids=["under the deviation gate", "hair", "shallow"]
+)
+def test_a_saw_cut_thinner_than_the_deviation_gate_earns_nothing(width, depth):
+    score = _score(_task(), _SAW_CUT.format(width=width, depth=depth))
+    assert score.status == "scored" and score.reward == 0.0, score.detail
+    assert "the model's surface strays" in score.detail
+    assert "differs from the part" not in score.detail  # too thin for the deviation gate: the stray gate caught it
+
+
+def test_a_model_within_the_tolerances_is_not_said_to_stray():
+    shifted = PLATE.format(segments=24).replace("cube([60, 40, 5])", "cube([60, 40, 5]).translate([0.1, 0, 0])")
+    score = _score(_task(), shifted.replace("[x, y, -1]", "[x + 0.1, y, -1]"))
+    assert score.passed and "strays" not in score.detail, score.detail
+
+
 def test_a_pre_made_file_is_not_the_scripts_output():
     gold_run = _score(_task(), PLATE.format(segments=64))
     assert gold_run.passed

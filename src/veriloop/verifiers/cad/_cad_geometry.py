@@ -17,7 +17,9 @@ solid (manifold3d accepts it); it has the gold's number of separate bodies and o
 (genus), its bodies do not intersect each other, its volumetric IoU with the gold is at least
 ``min_iou``, and no region where the two differ is thicker than ``max_deviation`` mm (each
 piece of the two differences measured as ``2 * volume / area``: tessellation leaves slivers,
-a moved hole leaves a cylinder): a block with the right bounding box, a plate without its holes, two
+a moved hole leaves a cylinder), and no point of its surface is farther than ``max_stray`` mm from
+the part's surface (its vertices and points spread over it by area: a saw cut or a fin too thin
+for the deviation gate shows by its depth): a block with the right bounding box, a plate without its holes, two
 overlapping copies, or any other shape that is not the part, earns nothing. Past the gates,
 each check earns an equal share: volume and surface area within a relative tolerance of the
 gold's, the bounding box within ``bounds_abs_tol`` mm, at least ``min_clearance`` mm
@@ -61,6 +63,9 @@ class CadGeometryConfig(VerifierConfig):
     bounds_abs_tol: float = Field(default=0.2, ge=0, description="tolerance of each bounding-box coordinate, mm")
     max_deviation: float = Field(
         default=0.25, ge=0, description="thickest region where model and part may differ, mm (a gate)"
+    )
+    max_stray: float = Field(
+        default=0.3, ge=0, description="farthest the model's surface may stray from the part's, mm (a gate)"
     )
     min_clearance: float | None = Field(default=None, ge=0, description="least gap between separate bodies, mm")
     min_wall: Annotated[float, Field(gt=0)] | Literal["gold"] | None = Field(
@@ -205,6 +210,13 @@ def _gates(config: CadGeometryConfig, figures: dict[str, Any]) -> list[str]:
         problems.append(
             f"a region of {volume:.4g} mm3 differs from the part, {thickness:.3g} mm thick "
             f"(at most {config.max_deviation:g}): a feature is missing, extra or moved"
+        )
+    stray, where = figures.get("stray") or (0.0, None)
+    if stray > config.max_stray:
+        at = ", ".join(f"{x:.3g}" for x in where)
+        problems.append(
+            f"the model's surface strays {stray:.3g} mm from the part's at ({at}) (at most {config.max_stray:g}): "
+            "a cut, a slot or a fin the part does not have, or a feature missing"
         )
     return problems
 

@@ -7,8 +7,8 @@ the thinnest wall; ``render`` and ``render_size``: whether to draw the candidate
 code runs here: this process only reads its file. The size is checked from the STL header before
 anything is loaded, so a gigantic mesh costs nothing.
 
-Output: ``{"candidate": {...}, "gold": {...}, "iou": float | null, "deviation": [mm, mm3] | null}``; a mesh that could not be
-measured has ``"problem"`` set and nothing else needed. With ``wall`` asked, each mesh's figures
+Output: ``{"candidate": {...}, "gold": {...}, "iou": float | null, "deviation": [mm, mm3] | null,
+"stray": [mm, [x, y, z]] | null}`` (``surface_stray``); a mesh that could not be measured has ``"problem"`` set and nothing else needed. With ``wall`` asked, each mesh's figures
 include ``"wall"``: its thinnest wall in mm (``thinnest_wall``); with ``render`` asked, the
 candidate's include ``"render"``: a PNG picture of it, base64 (any mesh with finite vertices).
 """
@@ -139,6 +139,59 @@ def thinnest_wall(vertices, triangles, budget=4_000_000):
     return float(depths.min()) if len(depths) else None
 
 
+def _distances_to_surface(points, corners):
+    """The distance from each point to the nearest of the triangles ``corners`` (F, 3, 3), mm:
+    to the face's plane where the point projects inside the face, else to its nearest edge.
+    Points go in chunks so no temporary passes ~262k point-triangle pairs."""
+    a, b, c = corners[:, 0], corners[:, 1], corners[:, 2]  # (F, 3)
+    normal = numpy.cross(b - a, c - a)  # (F, 3)
+    squared = (normal * normal).sum(-1)  # (F,)
+    flat = squared > 1e-18
+    unit = normal / numpy.sqrt(numpy.where(flat, squared, 1.0))[:, None]  # (F, 3)
+    nearest = numpy.full(len(points), numpy.inf)
+    chunk = max(1, 262_144 // len(corners))
+    for start in range(0, len(points), chunk):
+        p = points[start : start + chunk, None, :]  # (R, 1, 3)
+        height = ((p - a) * unit).sum(-1)  # (R, F) signed distance to the plane
+        foot = p - height[..., None] * unit  # (R, F, 3) the point projected on the plane
+        inside = flat
+        for first, second in ((a, b), (b, c), (c, a)):
+            inside = inside & ((numpy.cross(second - first, foot - first) * normal).sum(-1) >= 0)
+        best = numpy.where(inside, numpy.abs(height), numpy.inf)
+        for first, second in ((a, b), (b, c), (c, a)):
+            edge = second - first  # (F, 3)
+            length = numpy.maximum((edge * edge).sum(-1), 1e-18)
+            along = numpy.clip(((p - first) * edge).sum(-1) / length, 0.0, 1.0)  # (R, F)
+            gap = p - (first + along[..., None] * edge)
+            best = numpy.minimum(best, numpy.sqrt((gap * gap).sum(-1)))
+        nearest[start : start + chunk] = best.min(axis=1)
+    return nearest
+
+
+def surface_stray(solid, reference, budget=4_000_000):
+    """How far the surface of ``solid`` strays from the surface of ``reference``: the largest
+    distance, mm, from a point of the first to the nearest face of the second, with that point.
+    The points are the first's vertices (where a cut or a boss ends: a slot's floor is one) and
+    points spread over it by area (seeded), together within ``budget`` / faces of the reference,
+    never under 64. A region thinner than ``max_deviation`` (a saw cut, a fin) shows here by its
+    depth, not its width."""
+    mesh, other = solid.to_mesh(), reference.to_mesh()
+    vertices = numpy.asarray(mesh.vert_properties, dtype=float)[:, :3]
+    own = vertices[numpy.asarray(mesh.tri_verts, dtype=numpy.int64)]  # (F, 3, 3)
+    corners = numpy.asarray(other.vert_properties, dtype=float)[:, :3][numpy.asarray(other.tri_verts)]
+    count = int(max(64, budget // len(corners)))
+    rng = numpy.random.default_rng(0)
+    if len(vertices) > count // 2:
+        vertices = vertices[rng.choice(len(vertices), size=count // 2, replace=False)]
+    areas = numpy.linalg.norm(numpy.cross(own[:, 1] - own[:, 0], own[:, 2] - own[:, 0]), axis=1)  # (F,)
+    faces = rng.choice(len(own), size=count - len(vertices), p=areas / areas.sum())  # (S,)
+    weights = rng.dirichlet(numpy.ones(3), size=len(faces))  # (S, 3) barycentric
+    points = numpy.vstack([vertices, numpy.einsum("sk,skd->sd", weights, own[faces])])
+    distances = _distances_to_surface(points, corners)
+    worst = int(distances.argmax())
+    return float(distances[worst]), points[worst].tolist()
+
+
 def deviation(first, second):
     """The thickest region where two solids differ: ``2 * volume / area`` of each piece of their
     differences (a slab's thickness, a third of a cube's side), in mm, with that piece's volume.
@@ -165,18 +218,19 @@ def main():
     limits = json.loads(Path("limits.json").read_text())
     candidate, solid = _measure_candidate(Path("candidate.stl"), limits)
     gold, gold_solid = measure(Path("gold.stl").read_bytes(), {**limits, "render": False})
-    iou, apart = None, None
+    iou, apart, stray = None, None, None
     if solid is not None and gold_solid is not None:
         try:
             common = (solid ^ gold_solid).volume()
             union = solid.volume() + gold_solid.volume() - common
             iou = common / union if union > 0 else 0.0
             apart = deviation(solid, gold_solid)
+            stray = surface_stray(solid, gold_solid)
         except Exception as exc:  # the booleans failed on the candidate's solid
             candidate["problem"] = f"the mesh could not be compared with the part ({type(exc).__name__})"
     if iou is not None and not math.isfinite(iou):
         iou = 0.0
-    answer = {"candidate": candidate, "gold": gold, "iou": iou, "deviation": apart}
+    answer = {"candidate": candidate, "gold": gold, "iou": iou, "deviation": apart, "stray": stray}
     sys.stdout.write("\n" + json.dumps(answer) + "\n")
 
 
