@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -96,24 +97,29 @@ def test_a_run_cannot_end_the_process_runs_are_copied_from(box):
     assert after.stdout == "fine\n" and not after.sandbox_replaced
 
 
-SIGIO_TO_THE_TEMPLATE = r"""
+SIGNAL_TO_THE_TEMPLATE = r"""
 import fcntl, os, signal
 template = min(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, os.getpid()))
 r, w = os.pipe()
 fcntl.fcntl(r, fcntl.F_SETOWN, template)
-fcntl.fcntl(r, 10, signal.SIGKILL)  # F_SETSIG: I/O on the pipe signals its owner, the template
+fcntl.fcntl(r, 10, signal.%s)  # F_SETSIG: I/O on the pipe signals its owner, the template
 fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC)
 os.write(w, b'x')
 """
 
 
-def test_a_run_that_ends_the_template_another_way_gets_a_fresh_sandbox(box):
-    # The seccomp filter cannot see every path a signal takes; a dead template is noticed and
-    # the sandbox replaced, so that no later run is copied from anything but a pristine template.
-    attack = box.run_python(SIGIO_TO_THE_TEMPLATE)
+@pytest.mark.parametrize("name", ["SIGKILL", "SIGSTOP", "SIGINT", "SIGTERM", "SIGUSR1"])
+def test_a_run_that_signals_the_template_another_way_gets_a_fresh_sandbox(box, name):
+    # The seccomp filter cannot see every path a signal takes. A template that died, stopped
+    # (it would answer no later job) or has a signal on its way is noticed once the run's
+    # processes are gone, and the sandbox replaced, so that no later run is copied from anything
+    # but a pristine template, nor waits for one that cannot answer.
+    attack = box.run_python(SIGNAL_TO_THE_TEMPLATE % name)
     assert attack.sandbox_replaced and "template" in attack.detail, attack
+    started = time.monotonic()
     after = box.run_python(MEMORY_SCAN)
     assert after.ok and not after.sandbox_replaced, after
+    assert time.monotonic() - started < 2.0, "the next run waited for the stopped template"
 
 
 # ---- shaping later runs: limits, priorities, affinity, OOM score, sysctls ------------------

@@ -96,6 +96,60 @@ def test_a_run_after_the_idle_servers_helper_was_killed_runs_normally(lone):
     assert result.sandbox_replaced is False
 
 
+def template_pid(sandbox: Sandbox) -> int:
+    """Host pid of the template runs are copied from (the server's oldest child)."""
+    [handle] = sandbox._backend._servers
+    if handle._at_rest is None or handle._at_rest._blind:
+        pytest.skip("this host cannot tell the sandbox's processes apart")
+    server = server_pid(sandbox)
+    [template] = [pid for pid in handle._at_rest._seen if pid != server]
+    return template
+
+
+@pytest.mark.parametrize("blind", [False, True])
+def test_a_run_after_the_idle_template_was_stopped_runs_normally_and_soon(lone, blind):
+    """A stopped template would answer no request. The host sees it stopped before it sends the
+    next job; a host that cannot read the sandbox's processes (``blind``) relies on the server,
+    which finds it stopped after the run it already made a process for, and gives up on it within
+    ``ANSWER_WAIT_S`` when it has none: either way the job runs, on a fresh server if need be."""
+    for attempt in range(2):
+        lone.run_python("pass")
+        template = template_pid(lone)
+        if blind:
+            [handle] = lone._backend._servers
+            handle._at_rest._blind = True
+        os.kill(template, signal.SIGSTOP)
+        started = time.monotonic()
+        result = lone.run_python(f"print('after {attempt}')")
+        assert (result.status, result.stdout) == ("ok", f"after {attempt}\n"), result.detail
+        assert time.monotonic() - started < 4.0
+        second = lone.run_python("print('then')")
+        assert (second.status, second.stdout) == ("ok", "then\n"), second.detail
+
+
+def test_a_template_that_does_not_answer_is_given_up_on_within_its_wait():
+    """The server's wait for the next run's process is bounded: a stopped template yields None
+    (the job never started) after ``ANSWER_WAIT_S``, not a wait as long as the run's deadline."""
+    from veriloop.sandbox.sandboxed import _template
+
+    control = [fd for pair in (os.pipe(), os.pipe()) for fd in pair]
+    template = _template.Template(tuple(control[:3]))
+    pipes = [os.pipe() for _ in range(_template.SPAWN_FDS)]
+    try:
+        os.kill(template.pid, signal.SIGSTOP)
+        assert template.request([read for read, _ in pipes])
+        started = time.monotonic()
+        assert template.answer() is None
+        waited = time.monotonic() - started
+        assert _template.ANSWER_WAIT_S - 0.1 <= waited < _template.ANSWER_WAIT_S + 2.0
+    finally:
+        os.kill(template.pid, signal.SIGKILL)
+        os.waitpid(template.pid, 0)
+        template.requests.close()
+        for fd in [*control, *(fd for pair in pipes for fd in pair)]:
+            os.close(fd)
+
+
 def test_a_run_whose_ready_process_was_killed_while_idle_runs_normally(lone):
     """The process the template made ready for the next run, killed between runs: the server
     finds it gone when it hands on the job, which never started and goes to a fresh server."""

@@ -199,16 +199,17 @@ def _helpers(init_pid: int, namespace_pids: list[int]) -> list[int]:
     return found
 
 
+_UNFIT_STATES = (b"Z", b"X", b"T", b"t")  # ended, or stopped (it would answer no job)
 _STAT_STATE, _STAT_NICE, _STAT_RT_PRIORITY, _STAT_POLICY = 0, 16, 37, 38  # fields of /proc/PID/stat after the name
 
 
 def _settings(pid: int, files: tuple[int, ...]) -> tuple:
     """``pid``'s settings, read through its open /proc files (OSError once it has ended, as a
-    zombie too: the open files then also keep a reused pid from passing for it). Its nice
+    zombie too, or is stopped: the open files also keep a reused pid from passing for it). Its nice
     value and scheduling policy and priority come with its state, in ``stat``."""
     stat, limits, oom = files
     fields = os.pread(stat, 4096, 0).rpartition(b")")[2].split()
-    if fields[_STAT_STATE] in (b"Z", b"X"):
+    if fields[_STAT_STATE] in _UNFIT_STATES:
         raise ProcessLookupError(pid)
     scheduling = (fields[_STAT_NICE], fields[_STAT_RT_PRIORITY], fields[_STAT_POLICY], os.sched_getaffinity(pid))
     return os.pread(limits, 4096, 0), os.pread(oom, 64, 0), scheduling

@@ -13,9 +13,9 @@ that never reads job data. Runs are copies of the template, never of the server 
 earlier runs' code and outputs), so no run can find another's data in its memory. For each job
 
 1. the template clones a child with ``CLONE_PARENT`` (so the child is the server's own, to wait
-   for and account), asked for the moment the last run's processes are gone (step 3), so that
-   its making overlaps the rest of the answer and the host's turnaround, after checking that its own limits, priority, affinity and OOM score are those it started
-   with, and moving to a fresh network namespace if the last run left sockets in its own
+   for and account), asked for once the last run's answer is sent (step 4), so that its making
+   overlaps the host's turnaround and does not delay the answer, after checking that its own
+   limits, priority, affinity and OOM score are those it started with, and moving to a fresh network namespace if the last run left sockets in its own
    (TIME_WAIT ones outlive every process); the server sends the job over a pipe, and the child
    unpacks the workspace and applies the rlimits (the seccomp filter that keeps it from
    signalling the template it inherits: the template loads it on itself), then runs the Python source in a fresh ``__main__`` (the fast path: a copy of a
@@ -23,11 +23,13 @@ earlier runs' code and outputs), so no run can find another's data in its memory
 2. the server feeds stdin, keeps at most the cap of stdout and stderr, and enforces the deadline;
 3. it SIGKILLs every other process of the PID namespace but the template and reaps them all
    (they are all the run's, and as the namespace's init the server inherits every orphan), unless
-   the namespace made no process after the run's own (``ns_last_pid``): then there is none; and
-   asks the template for the next run's process;
+   the namespace made no process after the run's own (``ns_last_pid``): then there is none;
 4. it answers with the outcome (a snapshot asked for is streamed from the workspace into the
-   answer, never held in memory), or asks the host for a fresh sandbox if the template died or
-   its own or the template's process settings changed;
+   answer, never held in memory), or asks the host for a fresh sandbox if the template died,
+   is stopped or has a signal pending (a run can signal it through a file's I/O owner, a path
+   the seccomp guard cannot see), or its own or the template's process settings changed; then
+   asks the template for the next run's process. A template that does not answer within
+   ``ANSWER_WAIT_S`` is given up on: the job never started (``U`` below);
 5. it empties every writable mount (and removes SysV IPC objects where the seccomp filter does
    not deny them), so nothing of the run survives into the next one (a mount still as it was
    last emptied, by its free inodes and its root's mode, is only looked at); a server that cannot
@@ -95,9 +97,9 @@ WARM_MODULES = (
 
 
 class Child:
-    """The next run's process, asked of the template as soon as the last run's processes are
-    gone (so that its making overlaps the answer and the host's turnaround), and the server's
-    ends of its pipes."""
+    """The next run's process, asked of the template once the last run's answer is sent (so
+    that its making overlaps the host's turnaround and the emptying of the mounts, and does not
+    delay the answer), and the server's ends of its pipes."""
 
     def __init__(self, template):
         pipes = [os.pipe() for _ in range(SPAWN_FDS - 1)]
@@ -119,22 +121,21 @@ class Child:
 
 
 def run_job(frame, child):
-    """Run the job on ``child``; returns the answer and the next run's process, asked of the
-    template the moment this run's processes are all gone, so that the template has the
-    longest time to make it before the next job comes."""
+    """Run the job on ``child``, a process the template made before the job came; returns the
+    answer."""
     _, job, blobs = frame
     enforced = job["enforced"]
     started = time.monotonic()
     pid = child.pid()
     if pid is None:
-        return unserved(started), Child(child.template)
+        return unserved(started)
     job_w, stdin_w, stdout_r, stderr_r, report_r = child.ends
     if process_settings() != SETTINGS:
         os.close(job_w)  # the child exits without a job
         for fd in (stdin_w, stdout_r, stderr_r, report_r):
             os.close(fd)
         os.waitpid(pid, 0)
-        return unserved(started), Child(child.template)
+        return unserved(started)
     try:
         parts = child_job(job, blobs)
         write_parts(job_w, [struct.pack("=Q", sum(map(len, parts))), *parts])
@@ -142,7 +143,7 @@ def run_job(frame, child):
         for fd in child.ends:
             os.close(fd)
         os.waitpid(pid, 0)
-        return unserved(started), Child(child.template)
+        return unserved(started)
     os.close(job_w)
     write_all(STARTS_OUT, STARTED)  # from here the run may have begun: a host that loses us now reports it killed
     outputs = {stdout_r: bytearray(), stderr_r: bytearray()}
@@ -152,7 +153,6 @@ def run_job(frame, child):
     _, wait_status, usage = os.wait4(pid, 0)
     wall_s = time.monotonic() - started
     template_died = not nothing_made_since(pid) and kill_everything(TEMPLATE_PID)
-    following = Child(child.template)
     cap = enforced["output_bytes"]
     for fd, buffer in outputs.items():  # blocking pipes, every writer gone: read to their end
         while read_capped(fd, buffer, cap):
@@ -182,8 +182,10 @@ def run_job(frame, child):
         plan_into(reply, enforced["snapshot_bytes"])
     if template_died or os.waitpid(TEMPLATE_PID, os.WNOHANG)[0] or ended_or_ending(TEMPLATE_PID):
         reply["restart"] = True
-        reply["detail"] = add_note(reply["detail"], "sandbox replaced: the run ended its template process")
-    return reply, following
+        reply["detail"] = add_note(
+            reply["detail"], "sandbox replaced: the run ended, stopped or signalled its template process"
+        )
+    return reply
 
 
 def unserved(started):
@@ -282,10 +284,11 @@ def main():
         frame = read_frame(control_in)
         if frame is None:
             return
-        reply, child = run_job(frame, child)
+        reply = run_job(frame, child)
         if not reply.pop("started", True):
             write_all(STARTS_OUT, UNSERVED)
         send_reply(control_out, reply)
+        child = Child(template)
         clean_scratch()
 
 

@@ -131,20 +131,25 @@ def classify(enforced, ending, wait_status, usage, stderr, note):
 
 
 PF_EXITING = 0x4
+UNFIT_STATES = (b"Z", b"X", b"x", b"T", b"t")  # exited, or stopped (by a signal or a tracer)
 
 
 def ended_or_ending(pid):
-    """Whether ``pid`` has exited, is exiting, or has a SIGKILL pending: a signal a run sent it
-    (one the seccomp filter cannot see, such as SIGIO) may still be on its way when the run ends."""
+    """Whether ``pid`` (the template) can no longer be trusted to make the next run's process: it
+    has exited, is exiting, is stopped, or has a signal pending. The template receives no signal
+    in its work, and the seccomp guard denies every call that names it; a pending one came by a
+    path the filter cannot see (a file whose I/O signals its owner, F_SETOWN and F_SETSIG), and a
+    stop signal among them would leave it unable to answer the next job. Called once the run's
+    processes are gone, so nothing can be sent to it after the check."""
     try:
         stat = os.pread(own_file("/proc/%d/stat" % pid), 4096, 0)
         status = os.pread(own_file("/proc/%d/status" % pid), 8192, 0)
     except OSError:
         return True
     fields = stat.rpartition(b")")[2].split()
-    if fields[0] in (b"Z", b"X", b"x") or int(fields[6]) & PF_EXITING:
+    if fields[0] in UNFIT_STATES or int(fields[6]) & PF_EXITING:
         return True
     for line in status.split(b"\n"):
-        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) >> (signal.SIGKILL - 1) & 1:
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16):
             return True
     return False

@@ -14,6 +14,7 @@ from veriloop.sandbox.sandboxed._kernel import forget_own_files  # sandbox: stri
 from veriloop.sandbox.sandboxed._kernel import process_settings, raw_fork  # sandbox: strip
 from veriloop.sandbox.sandboxed._run import child_main  # sandbox: strip
 
+ANSWER_WAIT_S = 2.0  # a template answers in milliseconds; far less than a run's deadline grace on the host
 SPAWN_FDS = 5  # the descriptors the server hands the template for a child: job, stdin, stdout, stderr, report
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 CAP_SYS_ADMIN = 21
@@ -110,6 +111,8 @@ class Template:
             finally:
                 os._exit(0)
         theirs.close()
+        wait = struct.pack("ll", int(ANSWER_WAIT_S), int(ANSWER_WAIT_S % 1 * 1e6))  # struct timeval
+        self.requests.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, wait)
         self.pid = pid
 
     def request(self, fds):
@@ -121,9 +124,11 @@ class Template:
         return True
 
     def answer(self):
-        """The pid of the process last requested, or None if the template could not make it."""
+        """The pid of the process last requested, or None if the template could not make it or
+        has not answered within ``ANSWER_WAIT_S`` (stopped, say: then the job never started,
+        and the host runs it on a fresh sandbox rather than wait out the run's deadline)."""
         try:
-            answer = self.requests.recv(4)
+            answer = self.requests.recv(4)  # OSError (EAGAIN) past the SO_RCVTIMEO set at start
         except OSError:
             return None
         pid = struct.unpack("=i", answer)[0] if len(answer) == 4 else -1
