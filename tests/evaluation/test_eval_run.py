@@ -7,7 +7,7 @@ import json
 import pytest
 
 from veriloop.core import UserError, write_jsonl
-from veriloop.evaluation import RunRegistry, failed_tasks, load_run, run_eval
+from veriloop.evaluation import RunRegistry, eval_episode_config, failed_tasks, load_run, read_samples, run_eval
 from veriloop.tasks import generate_tasks, load_tasks
 
 
@@ -204,3 +204,34 @@ def test_prompts_that_do_not_fit_the_context_are_skipped_or_refused(tiny_engine,
         "error",
     )
     assert refused.returncode == 2 and "context of 1024" in refused.stderr
+
+
+def test_each_task_gets_its_domains_budget_and_the_context_check_uses_it(
+    tiny_engine, tmp_path, run_cli, tiny_model_dir
+):
+    """The same prompt fits with the default 8 new tokens and not with its domain's budget: only the
+    task of that domain is skipped; the others' samples stop at 8 tokens, a long domain's go on."""
+    from veriloop.core import Task
+    from veriloop.rollout import prompt_tokens
+
+    prompt = "7 " * 300 + "What is 1 + 1?"
+    tasks = [Task(id=f"{d}/0", domain=d, prompt=prompt, verifier={"kind": "exact"}, gold="2") for d in ("math", "cad")]
+    tasks += [
+        Task(id=f"long/{i}", domain="long", prompt=f"Say {i}.", verifier={"kind": "exact"}, gold="2") for i in range(4)
+    ]
+    episode = eval_episode_config(1.0, 8, max_tokens_by_domain={"cad": 600, "long": 40})
+    assert (
+        prompt_tokens(tasks[1], tiny_engine, episode) + 600 > 1024 >= prompt_tokens(tasks[0], tiny_engine, episode) + 8
+    )
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(path, tasks)
+    summary = run_eval(tiny_engine, path, out=tmp_path / "run", samples=2, episode=episode, record=False)
+    assert [(s["task_id"], s["max_tokens"]) for s in summary["skipped_too_long"]] == [("cad/0", 600)]
+    assert summary["max_tokens_by_domain"] == {"cad": 600, "long": 40}
+    samples = read_samples(tmp_path / "run" / "samples.parquet")
+    assert all(s.completion_tokens <= 8 for s in samples if s.task_id == "math/0")
+    assert max(s.completion_tokens for s in samples if s.task_id.startswith("long/")) > 8
+    base = ["eval", "--model", str(tiny_model_dir), "--tasks", str(path), "--out", str(tmp_path / "cli")]
+    for option, message in (("cad=0", "domain 'cad': 0 is not a token budget"), ("cad", "expected DOMAIN=TOKENS")):
+        refused = run_cli(*base, "--domain-max-tokens", option)
+        assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr

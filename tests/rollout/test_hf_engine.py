@@ -59,9 +59,9 @@ def test_concurrent_requests_are_batched_and_equal_to_sync(tiny_engine):
     calls = []
     original = tiny_engine.sample_rows
 
-    def counting(rows, p):
+    def counting(rows, p, *limits):
         calls.append(len(rows))
-        return original(rows, p)
+        return original(rows, p, *limits)
 
     async def main():
         return await asyncio.gather(*(tiny_engine.agenerate([CHAT], p) for p in params))
@@ -133,3 +133,33 @@ def test_a_cuda_device_without_cuda_is_a_user_error(tiny_model_dir):
         pytest.skip("this machine has CUDA")
     with pytest.raises(UserError, match="no CUDA device"):
         create_engine("hf", model=str(tiny_model_dir), device="cuda")
+
+
+@pytest.mark.determinism
+def test_requests_with_different_budgets_share_a_batch_and_each_stops_at_its_own(tiny_engine):
+    """Budgets 3 and 12 in one batch: the short row stops at 3 tokens, the long one goes on to 12,
+    and each equals the sample its seed gives alone (the batch mate's budget changes nothing)."""
+    short = SamplingParams(max_tokens=3, seed=21, ignore_eos=True)
+    long = SamplingParams(max_tokens=12, seed=22, ignore_eos=True)
+    calls = []
+    original = tiny_engine.sample_rows
+
+    def counting(rows, p, *limits):
+        calls.append(list(*limits))
+        return original(rows, p, *limits)
+
+    async def main():
+        return await asyncio.gather(tiny_engine.agenerate([CHAT], short), tiny_engine.agenerate([CHAT], long))
+
+    tiny_engine.sample_rows = counting
+    try:
+        [[[first]], [[second]]] = asyncio.run(main())
+    finally:
+        del tiny_engine.sample_rows
+    assert calls == [[3, 12]]  # one batch, each row with its own budget
+    assert (len(first.token_ids), first.finish_reason) == (3, "length")
+    assert (len(second.token_ids), second.finish_reason) == (12, "length")
+    assert first.token_ids == tiny_engine.generate([CHAT], short)[0][0].token_ids
+    assert second.token_ids == tiny_engine.generate([CHAT], long)[0][0].token_ids
+    with pytest.raises(ValueError, match="one budget >= 1 per row"):
+        tiny_engine.sample_rows([(tiny_engine.encode_prompt(CHAT), 1)], short, [0])

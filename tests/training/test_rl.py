@@ -104,6 +104,44 @@ def test_overlong_mask_excludes_cut_answers(make_config, digit_tasks):
         assert abs(shaped - expected) < 1e-6
 
 
+def test_overlong_shaping_measures_each_sample_against_its_own_domains_budget(make_config, digit_tasks):
+    """The "format" tasks may write 3 tokens a turn, the "long" ones 8 (sampled in the same
+    batches); the penalty starts 2 tokens before each sample's own budget."""
+    tasks = digit_tasks[:8] + [t.model_copy(update={"domain": "long"}) for t in digit_tasks[8:]]
+    rollout = {"max_tokens": 3, "max_tokens_by_domain": {"long": 8}, "prompts_per_step": 16, "group_size": 2}
+    algorithm = {"overlong": "penalty", "overlong_buffer": 2}
+    trainer = RLTrainer(make_config(algorithm=algorithm, rollout=rollout), tasks=tasks)
+    trajectories = [t for g in trainer._sample_groups(1).groups for t in g]
+    trainer.close()
+    lengths = {domain: [sum(t.loss_mask) for t in trajectories if t.domain == domain] for domain in ("format", "long")}
+    assert max(lengths["format"]) <= 3 < max(lengths["long"]) <= 8
+    rewards, _ = trainer._shaped_rewards(trajectories)
+    for t, shaped in zip(trajectories, rewards.tolist()):
+        budget, length = {"format": 3, "long": 8}[t.domain], sum(t.loss_mask)
+        expected = t.reward - min(1.0, (length - (budget - 2)) / 2) if length > budget - 2 else t.reward
+        assert abs(shaped - expected) < 1e-6
+
+
+def test_domain_budgets_load_from_overrides_and_bad_ones_are_one_line_errors(run_cli, config_file):
+    from veriloop.core import UserError
+    from veriloop.training import episode_config, load_config
+
+    config = load_config(None, ["rollout.max_tokens=64", "rollout.max_tokens_by_domain={cad: 400}"])
+    episode = episode_config(config)
+    assert (episode.max_tokens_for("cad"), episode.max_tokens_for("code")) == (400, 64)
+    assert episode.stop.max_total_tokens == 400 * 4  # covers the largest turn
+    for bad in ("0", "-2", "2.5", "lots"):
+        with pytest.raises(
+            UserError, match=f"domain 'cad': {bad if bad != 'lots' else repr(bad)} is not a token budget"
+        ):
+            load_config(None, [f"rollout.max_tokens_by_domain={{cad: {bad}}}"])
+    with pytest.raises(UserError, match=r"context_budget \(100\) must exceed max_tokens .* \(largest: 400\)"):
+        load_config(None, ["rollout.max_tokens_by_domain={cad: 400}", "rollout.context_budget=100"])
+    result = run_cli("train", str(config_file()), "rollout.max_tokens_by_domain={cad: 0}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "give a whole number >= 1, e.g. {cad: 400}" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
 def test_lean_logprobs_share_each_prompt_and_equal_the_model(make_config, digit_tasks):
     from veriloop.training._batch import _shared_prompts, completion_logprobs, token_batch
 

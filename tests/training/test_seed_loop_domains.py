@@ -8,13 +8,16 @@ import json
 import pytest
 
 from veriloop.core import Response, Task, read_records
+from veriloop.evaluation import read_samples
 from veriloop.tasks import generate_tasks
 from veriloop.training._seed_loop import (
     DOMAIN_NAMES,
     SeedLoopConfig,
     chosen_domains,
     demonstrations,
+    eval_episode,
     missing_feature,
+    rl_config,
 )
 from veriloop.verifiers import verify
 
@@ -49,6 +52,43 @@ def test_bad_domain_lists_are_one_line_errors(run_cli):
     assert "Traceback" not in bad.stderr
     twice = run_cli("quickstart", "--recipe", "seed-loop", "domains=[code,code]")
     assert twice.returncode == 2 and "name each domain once" in twice.stderr
+    for budgets, message in (
+        ("{cad: 0}", "domain 'cad': 0 is not a token budget; give a whole number >= 1"),
+        ("{chemistry: 40}", "unknown domain(s) chemistry; known: code, math, tool, cad, financial"),
+    ):
+        bad = run_cli("quickstart", "--recipe", "seed-loop", f"max_tokens_by_domain={budgets}")
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_cad_turns_fit_the_reference_scripts_and_the_other_domains_keep_40_tokens(tiny_model_dir, tmp_path):
+    """The recipe's RL and held-out episodes give a CAD turn room for a whole reference script
+    (the reply the demonstrations teach, with its end-of-turn token), which the 40 tokens of
+    the other domains would cut short; the default three domains are configured as before."""
+    from transformers import AutoTokenizer
+
+    from veriloop.training import episode_config
+
+    five = SeedLoopConfig(domains=list(DOMAIN_NAMES))
+    episodes = [eval_episode(five), episode_config(rl_config(five, tmp_path / "base", tmp_path / "rl"))]
+    for episode in episodes:
+        assert {d: episode.max_tokens_for(d) for d in DOMAIN_NAMES} == {
+            "code": 40,
+            "math": 40,
+            "tool": 40,
+            "cad": 416,
+            "financial": 40,
+        }
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)  # the recipe's: the tiny model's, seed 0
+    config = SeedLoopConfig(domains=["cad", "financial"])
+    replies = {d: [] for d in ("cad", "financial")}
+    for task in _drawn(config, 100):
+        reply = demonstrations(config, [task])[0]["messages"][-1]["content"]
+        replies[task.domain].append(len(tokenizer.encode(reply, add_special_tokens=False)) + 1)  # + end of turn
+    assert 40 < max(replies["cad"]) <= 416 and max(replies["financial"]) <= 40
+    three = SeedLoopConfig()
+    assert rl_config(three, tmp_path / "base", tmp_path / "rl").rollout.max_tokens_by_domain == {}
+    assert eval_episode(three).max_tokens_by_domain == {}
+    assert episode_config(rl_config(three, tmp_path / "base", tmp_path / "rl")).stop.max_total_tokens == 40 * 2 * 4
 
 
 def test_financial_demonstrations_slip_a_unit_in_their_share_and_the_slip_fails():
@@ -101,7 +141,7 @@ def test_a_shrunken_five_domain_seed_loop_trains_and_reports_every_domain(tmp_pa
         sft_batch_size=5,
         rl_steps=1,
         prompts_per_step=5,
-        max_tokens=16,  # no sampled answer needs to be whole: every domain is scored all the same
+        max_tokens=16,  # no sampled answer needs to be whole (cad keeps its own 416 tokens a turn)
         seesaw_every=5,  # the baseline check only
         seesaw_tasks=1,
         sandbox_workers=1,
@@ -115,6 +155,11 @@ def test_a_shrunken_five_domain_seed_loop_trains_and_reports_every_domain(tmp_pa
     for name in ("base", "final"):
         evaluated = json.loads((out / "eval" / name / "summary.json").read_text())
         assert set(evaluated["domains"]) == names and evaluated["infra_errors"] == 0
+        assert evaluated["max_tokens_by_domain"] == {"cad": 416}
+        cad_tokens = [
+            s.completion_tokens for s in read_samples(out / "eval" / name / "samples.parquet") if s.domain == "cad"
+        ]
+        assert 16 < max(cad_tokens) <= 416 * 2  # a CAD turn is not cut at the other domains' 16 tokens
     sft = [json.loads(line) for line in (out / "sft.jsonl").read_text().splitlines()]
     assert {row["task_id"].split("/")[0] for row in sft} >= {"cad", "financial-docs"}
     assert "Held-out pass@1 before and after RL: code" in (out / "report.html").read_text()

@@ -17,6 +17,12 @@ def eval_(
     out: Path = typer.Option(..., "--out", help="output directory; an interrupted eval resumes here"),
     temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="sampling temperature (0: greedy)"),
     max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="new tokens per model turn"),
+    domain_max_tokens: list[str] = typer.Option(
+        [],
+        "--domain-max-tokens",
+        help="DOMAIN=TOKENS: new tokens per model turn for the tasks of DOMAIN, e.g. cad=400 (repeatable; "
+        "other domains: --max-tokens)",
+    ),
     seed: int = typer.Option(0, "--seed", help="run seed; each sample's seed follows from it"),
     registry: Path | None = typer.Option(
         None, "--registry", help="run registry (SQLite); default: evals.sqlite beside --out"
@@ -86,6 +92,7 @@ def eval_(
                 context_budget,
                 context_policy,
                 tool_instructions,
+                _domain_budgets(domain_max_tokens),
             ),
             registry=registry,
             export_failures=export_failures,
@@ -139,3 +146,17 @@ def _tool_names(text: str) -> tuple[str, ...]:
     if unknown:
         raise UserError(f"--tools: unknown tool {unknown[0]!r}; choose from python, shell, submit")
     return names
+
+
+def _domain_budgets(items: list[str]) -> dict[str, int]:
+    """``["cad=400", ...]`` as ``{"cad": 400}``; a malformed item is a UserError (values are
+    checked with the rest of the eval settings)."""
+    from veriloop.core import UserError
+
+    budgets: dict[str, int] = {}
+    for item in items:
+        domain, sep, tokens = item.partition("=")
+        if not sep or not domain.strip() or not tokens.strip().lstrip("-").isdigit():
+            raise UserError(f"--domain-max-tokens {item!r}: expected DOMAIN=TOKENS, e.g. cad=400")
+        budgets[domain.strip()] = int(tokens)
+    return budgets

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
@@ -132,9 +132,12 @@ def eval_episode_config(
     context_budget: int | None = None,
     context_policy: str = "stop",
     tool_instructions: bool = True,
+    max_tokens_by_domain: Mapping[str, int] | None = None,
 ) -> Any:
     """The ``EpisodeConfig`` of an eval (single-turn unless ``tools`` and ``max_turns`` say
-    otherwise; ``tool_instructions``: the tools' system message); out-of-range values are a UserError."""
+    otherwise; ``tool_instructions``: the tools' system message; ``max_tokens_by_domain``: the
+    tokens per turn of the tasks of those domains, ``max_tokens`` for the others); out-of-range
+    values are a UserError."""
     from pydantic import ValidationError
 
     from veriloop.core import describe_validation_error
@@ -144,6 +147,7 @@ def eval_episode_config(
         return EpisodeConfig(
             temperature=temperature,
             max_tokens_per_turn=max_tokens,
+            max_tokens_by_domain=dict(max_tokens_by_domain or {}),
             tools=tuple(tools),
             tool_instructions=tool_instructions,
             stop=StopConfig(max_turns=max_turns),
@@ -394,8 +398,9 @@ def _fit_context(
 ) -> tuple[list[Task], list[dict[str, Any]]]:
     """Tasks whose prompt and answer fit the model's context, and the ones that do not.
 
-    A prompt that does not leave ``max_tokens_per_turn`` positions would be cut or crash the
-    model: it is skipped (reported per task) or, with ``policy="error"``, a UserError.
+    A prompt that does not leave its task's new tokens per turn (``episode.max_tokens_for`` its
+    domain) would be cut or crash the model: it is skipped (reported per task, with that budget)
+    or, with ``policy="error"``, a UserError.
     """
     from veriloop.rollout import prompt_tokens
 
@@ -404,23 +409,29 @@ def _fit_context(
         return tasks, []
     fitting, skipped = [], []
     for task in tasks:
-        tokens = prompt_tokens(task, engine, episode)
-        if tokens is not None and tokens + episode.max_tokens_per_turn > limit:
-            skipped.append({"task_id": task.id, "prompt_tokens": tokens, "context": limit})
+        tokens, budget = prompt_tokens(task, engine, episode), episode.max_tokens_for(task.domain)
+        if tokens is not None and tokens + budget > limit:
+            skipped.append({"task_id": task.id, "prompt_tokens": tokens, "max_tokens": budget, "context": limit})
         else:
             fitting.append(task)
     if skipped and policy == "error":
-        shown = ", ".join(f"{s['task_id']} ({s['prompt_tokens']} tokens)" for s in skipped[:5])
+        shown = ", ".join(f"{s['task_id']} ({s['prompt_tokens']} + {s['max_tokens']} tokens)" for s in skipped[:5])
         raise UserError(
-            f"{len(skipped)} prompts do not leave {episode.max_tokens_per_turn} new tokens within the model's "
-            f"context of {limit}: {shown}{', ...' if len(skipped) > 5 else ''} (--too-long skip leaves them out)"
+            f"{len(skipped)} prompts do not leave room for their new tokens per turn within the model's context "
+            f"of {limit}: {shown}{', ...' if len(skipped) > 5 else ''} (--too-long skip leaves them out)"
         )
     if skipped and on_warning is not None:
         on_warning(
-            f"{len(skipped)} tasks skipped: their prompts do not leave {episode.max_tokens_per_turn} new "
-            f"tokens within the model's context of {limit} (listed in summary.json under skipped_too_long)"
+            f"{len(skipped)} tasks skipped: their prompts do not leave room for their new tokens per turn "
+            f"({_budgets(skipped)}) within the model's context of {limit} (listed in summary.json under "
+            "skipped_too_long)"
         )
     return fitting, skipped
+
+
+def _budgets(skipped: list[dict[str, Any]]) -> str:
+    """The distinct turn budgets of skipped tasks, e.g. ``256`` or ``40, 416``."""
+    return ", ".join(str(b) for b in sorted({s["max_tokens"] for s in skipped}))
 
 
 def _finish(
@@ -445,6 +456,8 @@ def _finish(
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "out": str(out),
     }
+    if settings.episode.get("max_tokens_by_domain"):
+        summary["max_tokens_by_domain"] = settings.episode["max_tokens_by_domain"]
     if skipped:
         summary["skipped_too_long"] = skipped
     if overlap_report is not None:

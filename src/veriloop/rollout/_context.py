@@ -1,8 +1,9 @@
 """An episode's token context, and the context budget that bounds it.
 
 The budget (``EpisodeConfig.context_budget``) bounds the tokens in the model's context during
-a turn: what it is shown, plus up to ``max_tokens_per_turn`` new tokens. When appending the
-next observation would break it, ``EpisodeConfig.context_policy`` decides:
+a turn: what it is shown, plus up to the task's new tokens per turn (``max_tokens_per_turn``, or
+its domain's entry in ``max_tokens_by_domain``). When appending the next observation would
+break it, ``EpisodeConfig.context_policy`` decides:
 
 - ``truncate``: the observation is cut in the middle; its head and tail stay, around a marker
   that says how many tokens were cut. The context only grows, so the episode stays one

@@ -16,11 +16,11 @@ import asyncio
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from veriloop.core import (
     Message,
@@ -47,6 +47,21 @@ from veriloop.rollout._sampling import Sample, SamplingParams
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate
 
 
+def check_domain_budgets(budgets: Any) -> dict[str, int]:
+    """``budgets`` as a mapping of task domain to new tokens per model turn, each a whole number
+    >= 1; a ValueError naming the first bad entry and the form expected otherwise."""
+    if not isinstance(budgets, Mapping):
+        raise ValueError(f"expected a mapping of domain to tokens per turn, e.g. {{cad: 400}}; got {budgets!r}")
+    for domain, tokens in budgets.items():
+        if not isinstance(domain, str) or not domain:
+            raise ValueError(f"domain {domain!r}: a domain is a non-empty name, e.g. {{cad: 400}}")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise ValueError(
+                f"domain {domain!r}: {tokens!r} is not a token budget; give a whole number >= 1, e.g. {{{domain}: 400}}"
+            )
+    return dict(budgets)
+
+
 class EpisodeConfig(BaseModel):
     """How an episode runs: sampling, tools, budgets."""
 
@@ -54,7 +69,13 @@ class EpisodeConfig(BaseModel):
 
     temperature: float = Field(default=1.0, ge=0, description="sampling temperature")
     top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus sampling mass")
-    max_tokens_per_turn: int = Field(default=256, ge=1, description="new tokens per model turn")
+    max_tokens_per_turn: int = Field(
+        default=256, ge=1, description="new tokens per model turn (tasks of a domain max_tokens_by_domain leaves out)"
+    )
+    max_tokens_by_domain: dict[str, int] = Field(
+        default_factory=dict,
+        description="new tokens per model turn for the tasks of these domains, e.g. {cad: 400}",
+    )
     tools: tuple[str, ...] = Field(default=(), description="enabled tools: python, shell, submit")
     tool_instructions: bool = Field(
         default=True, description="with tools, open the prompt with a system message describing them"
@@ -81,14 +102,28 @@ class EpisodeConfig(BaseModel):
     )
     stop: StopConfig = Field(default_factory=StopConfig)
 
+    @field_validator("max_tokens_by_domain", mode="before")
+    @classmethod
+    def _whole_budgets(cls, budgets: Any) -> dict[str, int]:
+        return check_domain_budgets(budgets)
+
     @model_validator(mode="after")
     def _budget_leaves_a_turn(self) -> EpisodeConfig:
-        if self.context_budget is not None and self.context_budget <= self.max_tokens_per_turn:
+        if self.context_budget is not None and self.context_budget <= self.largest_turn:
             raise ValueError(
-                f"context_budget ({self.context_budget}) must exceed max_tokens_per_turn "
-                f"({self.max_tokens_per_turn}): a turn's new tokens count against it"
+                f"context_budget ({self.context_budget}) must exceed max_tokens_per_turn and every "
+                f"max_tokens_by_domain value (largest: {self.largest_turn}): a turn's new tokens count against it"
             )
         return self
+
+    def max_tokens_for(self, domain: str) -> int:
+        """New tokens per model turn for a task of ``domain``."""
+        return self.max_tokens_by_domain.get(domain, self.max_tokens_per_turn)
+
+    @property
+    def largest_turn(self) -> int:
+        """The most new tokens any task's turn may have (what sizes buffers shared by every domain)."""
+        return max([self.max_tokens_per_turn, *self.max_tokens_by_domain.values()])
 
 
 @dataclass(frozen=True)
@@ -192,9 +227,10 @@ def _add_observation(engine: Engine, state: _State, text: str, ids: list[int] | 
 
 
 def _fit_observation(
-    engine: Engine, state: _State, config: EpisodeConfig, text: str
+    engine: Engine, state: _State, config: EpisodeConfig, text: str, turn_tokens: int
 ) -> tuple[str, list[int] | None] | None:
-    """The observation as shown within the context budget, with its ids; None: stop the episode.
+    """The observation as shown within the context budget, leaving ``turn_tokens`` for the next
+    turn, with its ids; None: stop the episode.
 
     Applies ``config.context_policy`` (see ``_context``) when it does not fit as it is.
     """
@@ -207,7 +243,7 @@ def _fit_observation(
         return observation_ids(tokenizer, state.messages, [{"role": "tool", "content": shown}])
 
     def room() -> int:
-        return cast(int, config.context_budget) - config.max_tokens_per_turn - len(context)
+        return cast(int, config.context_budget) - turn_tokens - len(context)
 
     ids = render(text)
     if len(ids) <= room():
@@ -251,9 +287,10 @@ async def run_episode(
             engine.end_session(state.session)  # type: ignore[attr-defined]
 
 
-def _turn_budget(engine: Engine, state: _State, config: EpisodeConfig) -> tuple[int, str]:
-    """New tokens the next turn may generate, and the stop reason when that is none."""
-    budget = min(config.max_tokens_per_turn, config.stop.max_total_tokens - state.context.tokens)
+def _turn_budget(task: Task, engine: Engine, state: _State, config: EpisodeConfig) -> tuple[int, str]:
+    """New tokens the next turn may generate (the task's domain's turn budget at most), and the
+    stop reason when that is none."""
+    budget = min(config.max_tokens_for(task.domain), config.stop.max_total_tokens - state.context.tokens)
     if budget > 0 and config.context_budget is not None and engine.tokenizer is not None:
         room = config.context_budget - len(state.context)
         if room < budget:
@@ -276,7 +313,7 @@ async def _run_turns(
     failures = FailureTracker(config.stop.max_repeated_failures)
     stop_reason, final_text, score = "max_turns", "", None
     for turn_index in range(config.stop.max_turns):
-        budget, short_reason = _turn_budget(engine, state, config)
+        budget, short_reason = _turn_budget(task, engine, state, config)
         if budget <= 0:
             stop_reason = short_reason
             break
@@ -334,7 +371,8 @@ async def _run_turns(
         if predicate is not None and predicate(_predicate_view(state, action, observation)):
             stop_reason = "predicate"
             break
-        fitted = _fit_observation(engine, state, config, observation.text[: config.max_observation_chars])
+        shown = observation.text[: config.max_observation_chars]
+        fitted = _fit_observation(engine, state, config, shown, config.max_tokens_for(task.domain))
         if fitted is None:
             stop_reason = "context_budget"
             break

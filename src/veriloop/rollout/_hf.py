@@ -176,12 +176,18 @@ class HFEngine:
         self._batcher = None
         self.sessions.clear()
 
-    def sample_rows(self, rows: Sequence[tuple[Any, ...]], params: SamplingParams) -> list[Sample]:
-        """Sample one continuation per (prompt ids, seed[, session]) row, all in one batch."""
+    def sample_rows(
+        self, rows: Sequence[tuple[Any, ...]], params: SamplingParams, max_tokens: Sequence[int] | None = None
+    ) -> list[Sample]:
+        """Sample one continuation per (prompt ids, seed[, session]) row, all in one batch; row i
+        generates ``max_tokens[i]`` new tokens at most (default: ``params.max_tokens`` each)."""
+        limits = list(max_tokens) if max_tokens is not None else [params.max_tokens] * len(rows)
+        if len(limits) != len(rows) or min(limits, default=1) < 1:
+            raise ValueError("max_tokens: one budget >= 1 per row")
         with self._lock:
             started = time.perf_counter()
             try:
-                return _sample_batch(self, [(*row, None)[:3] for row in rows], params)
+                return _sample_batch(self, [(*row, None)[:3] for row in rows], params, limits)
             finally:
                 self.busy_s += time.perf_counter() - started
 
@@ -394,21 +400,32 @@ def _keep_sessions(
             engine.sessions.keep(session, tokens, stepper.kept(cache_row), engine.policy_version)
 
 
-def _sample_batch(engine: HFEngine, rows: Sequence[_Row], params: SamplingParams) -> list[Sample]:
+def _row_uniforms(rows: Sequence[_Row], limits: Sequence[int]) -> Any:
+    """(B, max(limits)) one uniform per row and step, from the row's own seed, row i drawn for its
+    own ``limits[i]`` steps (zeros after): inverse-CDF sampling with it makes a sample depend on
+    its seed and budget alone, not on its batch mates or their budgets."""
+    import torch
+
+    uniforms = torch.zeros((len(rows), max(limits)))
+    for i, ((_, seed, _), limit) in enumerate(zip(rows, limits)):
+        generator = torch.Generator(device="cpu")
+        generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, (1,)).item()) + i)
+        uniforms[i, :limit] = torch.rand(limit, generator=generator)
+    return uniforms
+
+
+def _sample_batch(
+    engine: HFEngine, rows: Sequence[_Row], params: SamplingParams, limits: Sequence[int]
+) -> list[Sample]:
+    """One sample per row; row i stops at ``limits[i]`` new tokens (finish reason ``length``),
+    the batch runs until its longest budget (``params.max_tokens`` is not read)."""
     import torch
 
     model, tokenizer = engine.model, engine.tokenizer
     device = next(model.parameters()).device
-    batch = len(rows)
+    batch, longest = len(rows), max(limits)
     plan = _plan_prefill(engine, rows, device)
-    # (B, max_tokens) one uniform per row and step, from the row's own seed: inverse-CDF
-    # sampling with it makes a sample depend on its seed alone, not on its batch mates.
-    uniforms = torch.empty((batch, params.max_tokens))
-    for i, (_, seed, _) in enumerate(rows):
-        generator = torch.Generator(device="cpu")
-        generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, (1,)).item()) + i)
-        uniforms[i] = torch.rand(params.max_tokens, generator=generator)
-    uniforms = uniforms.to(device)
+    uniforms = _row_uniforms(rows, limits).to(device)  # (B, longest)
 
     generated: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
@@ -418,10 +435,10 @@ def _sample_batch(engine: HFEngine, rows: Sequence[_Row], params: SamplingParams
     stepper = _LeanStepper(engine.lean) if engine.lean is not None else _HFStepper(model)
     eos = engine.eos_token_ids
     with torch.inference_mode():
-        logits = stepper.prefill(plan, params.max_tokens).float()  # (B_active, V)
+        logits = stepper.prefill(plan, longest).float()  # (B_active, V)
         engine.prefill_tokens += stepper.prefilled_tokens
         next_position = plan.positions[plan.row_item, -1:] + 1  # (B_active, 1)
-        for step in range(params.max_tokens):
+        for step in range(longest):
             scaled = logits / params.temperature if params.temperature > 0 else logits
             log_probs = torch.log_softmax(scaled, dim=-1)  # (B_active, V) the distribution trained on
             if params.temperature == 0:
@@ -437,7 +454,7 @@ def _sample_batch(engine: HFEngine, rows: Sequence[_Row], params: SamplingParams
                 generated[r].append(token)
                 logprobs[r].append(chosen_logprobs[k])
                 reason = _finish_reason(generated[r], token, eos, params, tokenizer)
-                if reason is None and step == params.max_tokens - 1:
+                if reason is None and len(generated[r]) == limits[r]:
                     reason = "length"
                 if reason is None:
                     keep.append(k)
@@ -489,7 +506,8 @@ def _finish_reason(
 
 
 class _Batcher:
-    """Gathers concurrent ``agenerate`` calls into shared batches.
+    """Gathers concurrent ``agenerate`` calls into shared batches (calls whose sampling parameters
+    differ only in ``max_tokens`` share one: each row stops at its own call's budget).
 
     A batch runs on the event loop's thread; sandbox executions and code verifications of
     other trajectories run in their own processes meanwhile, so generation and tool use
@@ -516,7 +534,7 @@ class _Batcher:
         while self._pending:
             await asyncio.sleep(0)  # let every ready coroutine enqueue its request first
             params = self._pending[0][1]
-            group = [p for p in self._pending if p[1] == params]
+            group = [p for p in self._pending if _shares_batch(p[1], params)]
             taken, size = [], 0
             for item in group:
                 if taken and size + len(item[0]) > self.engine.max_batch_size:
@@ -526,20 +544,28 @@ class _Batcher:
             for item in taken:
                 self._pending.remove(item)
             rows = [row for item in taken for row in item[0]]
+            limits = [item[1].max_tokens for item in taken for _ in item[0]]  # each request its own budget
             try:
                 # On the event loop's own thread: tool runs and code verification proceed in
                 # their sandbox processes meanwhile, and torch keeps one thread pool (a second
                 # thread's pool would spin against the trainer's on the same cores).
-                outcome: list[Sample] | Exception = self._sample_in_chunks(rows, params)
+                outcome: list[Sample] | Exception = self._sample_in_chunks(rows, params, limits)
             except Exception as exc:
                 outcome = exc
             settle_batch(taken, outcome)
 
-    def _sample_in_chunks(self, rows: list[_Row], params: SamplingParams) -> list[Sample]:
+    def _sample_in_chunks(self, rows: list[_Row], params: SamplingParams, limits: list[int]) -> list[Sample]:
         out: list[Sample] = []
-        for start in range(0, len(rows), self.engine.max_batch_size):
-            out += self.engine.sample_rows(rows[start : start + self.engine.max_batch_size], params)
+        size = self.engine.max_batch_size
+        for start in range(0, len(rows), size):
+            out += self.engine.sample_rows(rows[start : start + size], params, limits[start : start + size])
         return out
+
+
+def _shares_batch(params: SamplingParams, other: SamplingParams) -> bool:
+    """Whether requests with these parameters may share a batch: all but ``max_tokens`` agree
+    (a batch gives each row its own budget)."""
+    return params.model_copy(update={"max_tokens": other.max_tokens}) == other
 
 
 ENGINES.add("hf", HFEngine)

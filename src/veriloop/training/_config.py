@@ -34,7 +34,14 @@ class RolloutSection(Section):
     group_size: int = Field(default=8, ge=1, description="samples per prompt")
     temperature: float = Field(default=1.0, gt=0, description="sampling temperature (also used to recompute log-probs)")
     top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus sampling mass")
-    max_tokens: int = Field(default=64, ge=1, description="new tokens per model turn")
+    max_tokens: int = Field(
+        default=64, ge=1, description="new tokens per model turn (tasks of a domain max_tokens_by_domain leaves out)"
+    )
+    max_tokens_by_domain: dict[str, int] = Field(
+        default_factory=dict,
+        description="new tokens per model turn for the tasks of these domains (their task's domain field), "
+        "e.g. {cad: 400}; overlong shaping measures each sample against its own",
+    )
     max_turns: int = Field(default=1, ge=1, description="model turns per episode")
     tools: tuple[str, ...] = Field(default=(), description="tools for multi-turn episodes: python, shell, submit")
     tool_instructions: bool = Field(
@@ -67,6 +74,27 @@ class RolloutSection(Section):
         description="vllm: longest prompt plus completion it serves (0: the model's positions, <= 4096)",
     )
     vllm_max_num_seqs: int = Field(default=256, ge=1, description="vllm: sequences it decodes together")
+
+    @field_validator("max_tokens_by_domain", mode="before")
+    @classmethod
+    def _whole_budgets(cls, budgets: Any) -> dict[str, int]:
+        from veriloop.rollout import check_domain_budgets
+
+        return check_domain_budgets(budgets)
+
+    @model_validator(mode="after")
+    def _context_leaves_a_turn(self) -> RolloutSection:
+        if self.context_budget is not None and self.context_budget <= self.largest_max_tokens:
+            raise ValueError(
+                f"context_budget ({self.context_budget}) must exceed max_tokens and every max_tokens_by_domain "
+                f"value (largest: {self.largest_max_tokens}): a turn's new tokens count against it"
+            )
+        return self
+
+    @property
+    def largest_max_tokens(self) -> int:
+        """The most new tokens any task's turn may have."""
+        return max([self.max_tokens, *self.max_tokens_by_domain.values()])
 
 
 class AlgorithmSection(Section):

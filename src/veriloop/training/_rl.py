@@ -335,12 +335,15 @@ class RLTrainer:
         return RolloutBatch(trajectories, summarize_rollout(trajectories, wall_s, sandbox_workers, engine_busy_s))
 
     def _shaped_rewards(self, trajectories: list[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rewards (N,) after overlong shaping, and a (N,) 0/1 mask of trajectories to train on."""
+        """Rewards (N,) after overlong shaping, and a (N,) 0/1 mask of trajectories to train on.
+
+        A trajectory's length is measured against its own budget: its domain's tokens per turn
+        times the turns."""
         algo, cfg = self.config.algorithm, self.config.rollout
         rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float)
         keep = torch.ones(len(trajectories))
-        limit = cfg.max_tokens * cfg.max_turns
         for i, t in enumerate(trajectories):
+            limit = self.episode.max_tokens_for(t.domain) * cfg.max_turns
             length = sum(sum(c.loss_mask) for c in t.contexts())
             if algo.overlong == "penalty" and length > limit - algo.overlong_buffer:
                 excess = (length - (limit - algo.overlong_buffer)) / algo.overlong_buffer

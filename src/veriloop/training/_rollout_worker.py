@@ -61,13 +61,16 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
         temperature=rollout.temperature,
         top_p=rollout.top_p,
         max_tokens_per_turn=rollout.max_tokens,
+        max_tokens_by_domain=rollout.max_tokens_by_domain,
         tools=rollout.tools,
         tool_instructions=rollout.tool_instructions,
         feedback_on_fail=rollout.feedback_on_fail,
         context_budget=rollout.context_budget,
         context_policy=rollout.context_policy,
         reuse_kv=rollout.reuse_kv,
-        stop=StopConfig(max_turns=rollout.max_turns, max_total_tokens=rollout.max_tokens * rollout.max_turns * 4),
+        stop=StopConfig(
+            max_turns=rollout.max_turns, max_total_tokens=rollout.largest_max_tokens * rollout.max_turns * 4
+        ),
     )
 
 

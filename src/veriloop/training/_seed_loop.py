@@ -25,13 +25,22 @@ above, unchanged):
 * ``cad`` (``cad --difficulty 1``: a plate with one or two holes, or a two-step shaft; the
   ``cad_geometry`` verifier runs the script in the sandbox on the ``cad`` environment, which must
   be built first). The demonstration is the reference script, except a share that leaves out the
-  part's last feature (a hole, a shaft section). Scripts are hundreds of tokens: with the
-  default ``max_tokens`` every sampled script is cut short and scores 0, the domain is trained
-  and reported all the same; raise ``max_tokens`` for a model that can write them.
+  part's last feature (a hole, a shaft section). Scripts are hundreds of tokens, so the domain
+  has its own turn budget (``max_tokens_by_domain``, default ``{cad: 416}``; see below).
 * ``financial`` (``financial-docs --document statement --groups 1 --difficulty 1``: one figure
   read off a one-page income statement, ``document_fields``): the demonstration is the gold
   answer as a bare JSON object, except a share that gives it in the wrong unit (millions for
   thousands), the slip the verifier's feedback names.
+
+Turn budgets. A turn may generate ``max_tokens`` (40) new tokens, except in the domains
+``max_tokens_by_domain`` names. Measured with the recipe's tokenizer (the tiny model's, built
+with seed 0) on every task of the train split (3,000, seed 1) and the held-out split (60,
+seed 2), as ``len(tokenizer.encode(reply, add_special_tokens=False))``: a CAD reply (the
+reference script in its ``python`` block) is 308-374 tokens, 375 with the end-of-turn token, so
+``cad`` gets 416 (about 10% more than the longest; its prompts are 396-424 tokens, and 424 + 416
+fit the model's 1,024 positions). A financial reply is 24-32 tokens (a unit slip included), 33
+with the end-of-turn token, so ``financial`` keeps 40, as code, math and tool use do: the
+default three-domain run is configured and samples exactly as before.
 
 Prompts carry no tool-instruction system message (``rollout.tool_instructions`` off): the tags
 are learnt from the demonstrations, and prompts stay a few tokens long. Stages are atomic and
@@ -52,6 +61,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from veriloop.core import Task, atomic_write, read_records, write_jsonl
+from veriloop.rollout import check_domain_budgets
 from veriloop.training._config import TrainConfig
 from veriloop.training._quickstart import (
     REPORT_FILE,
@@ -66,6 +76,7 @@ from veriloop.training._quickstart import (
 
 TOOLS = ("python", "submit")
 DOMAIN_NAMES = ("code", "math", "tool", "cad", "financial")
+DOMAIN_TURN_TOKENS = {"cad": 416}  # domains whose answers need more than max_tokens (module docstring)
 
 
 class SeedLoopConfig(RecipeConfig):
@@ -95,7 +106,13 @@ class SeedLoopConfig(RecipeConfig):
     rl_steps: int = Field(default=40, ge=1, description="GRPO steps")
     prompts_per_step: int = Field(default=16, ge=1, description="GRPO prompts per step")
     group_size: int = Field(default=16, ge=2, description="GRPO samples per prompt (the seeds draw 16)")
-    max_tokens: int = Field(default=40, ge=4, description="tokens per model turn at most")
+    max_tokens: int = Field(
+        default=40, ge=4, description="tokens per model turn at most (domains max_tokens_by_domain leaves out)"
+    )
+    max_tokens_by_domain: dict[str, int] = Field(
+        default_factory=lambda: dict(DOMAIN_TURN_TOKENS),
+        description="tokens per model turn at most in these domains (CAD scripts are 308-374 tokens)",
+    )
     max_turns: int = Field(default=2, ge=2, description="model turns per episode (tool use: run, then submit)")
     seesaw_every: int = Field(default=10, ge=1, description="seesaw check of every domain every N RL steps")
     seesaw_tasks: int = Field(default=30, ge=1, description="held-out tasks per domain in a seesaw check")
@@ -112,9 +129,23 @@ class SeedLoopConfig(RecipeConfig):
             raise ValueError("name each domain once, at least one, e.g. [code,math,tool]")
         return domains
 
+    @field_validator("max_tokens_by_domain", mode="before")
+    @classmethod
+    def _known_budgets(cls, budgets: Any) -> dict[str, int]:
+        budgets = check_domain_budgets(budgets)
+        unknown = [d for d in budgets if d not in DOMAIN_NAMES]
+        if unknown:
+            raise ValueError(f"unknown domain(s) {', '.join(unknown)}; known: {', '.join(DOMAIN_NAMES)}")
+        return budgets
+
     def weights(self) -> dict[str, float]:
         """Each chosen domain's share of RL prompts (``<domain>_weight``)."""
         return {name: getattr(self, f"{name}_weight") for name in self.domains}
+
+    def turn_budgets(self) -> dict[str, int]:
+        """The chosen domains' own tokens per turn (the others, and domains not chosen, take
+        ``max_tokens``: the three default domains' runs are configured as before)."""
+        return {name: tokens for name, tokens in self.max_tokens_by_domain.items() if name in self.domains}
 
 
 Demonstrate = Callable[[Task, random.Random, SeedLoopConfig], list[dict[str, str]]]
@@ -307,6 +338,7 @@ def rl_config(config: SeedLoopConfig, base: Path, out: Path) -> TrainConfig:
                 "prompts_per_step": config.prompts_per_step,
                 "group_size": config.group_size,
                 "max_tokens": config.max_tokens,
+                "max_tokens_by_domain": config.turn_budgets(),
                 "max_turns": config.max_turns,
                 "tools": list(TOOLS),
                 "tool_instructions": False,
@@ -336,11 +368,19 @@ def rl_config(config: SeedLoopConfig, base: Path, out: Path) -> TrainConfig:
 
 
 def eval_episode(config: SeedLoopConfig) -> Any:
-    """The held-out evaluation's episodes: the RL episodes' tools, turns and sampling (what
-    ``veriloop eval --tools python,submit --max-turns 2 --no-tool-instructions`` runs)."""
+    """The held-out evaluation's episodes: the RL episodes' tools, turns, turn budgets and sampling
+    (what ``veriloop eval --tools python,submit --max-turns 2 --no-tool-instructions`` runs, with
+    ``--domain-max-tokens cad=416`` when cad is chosen)."""
     from veriloop.evaluation import eval_episode_config
 
-    return eval_episode_config(config.temperature, config.max_tokens, TOOLS, config.max_turns, tool_instructions=False)
+    return eval_episode_config(
+        config.temperature,
+        config.max_tokens,
+        TOOLS,
+        config.max_turns,
+        tool_instructions=False,
+        max_tokens_by_domain=config.turn_budgets(),
+    )
 
 
 def run_seed_loop(config: SeedLoopConfig, progress: Report | None = None) -> dict[str, Any]:
