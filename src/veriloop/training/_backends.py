@@ -7,10 +7,12 @@ version it last received. ``rollout_backend_for`` decides which one a config get
   over the trainer's own model; weight sync costs nothing because the weights are the same tensors.
 - the local backend (``mode=async``, ``backend=local``): a ``RolloutWorker`` in this process over
   a private copy of the policy, so that generation runs while the trainer changes its weights.
-- ``ColocatedVLLMBackend`` (``rollout.engine=vllm``, sync and local only): an in-process vLLM
-  beside the trainer, sent the changed weights after every update.
+- ``ColocatedVLLMBackend`` (``rollout.engine=vllm``, ``backend=local``, sync only): an in-process
+  vLLM beside the trainer, sent the changed weights after every update.
 - ``RayBackend`` (``backend=ray``, ``_ray.py``): ``RolloutWorker`` actors on a Ray cluster; ``ray``
-  is imported only when it is chosen.
+  is imported only when it is chosen. With ``rollout.engine=vllm`` (sync only) it is a
+  ``RayVLLMBackend``: each actor builds its own vLLM (a GPU each with ``pipeline.worker_gpus``)
+  and is sent what the colocated backend pushes (``vllm_push``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from veriloop.training._rollout_worker import (
     full_state,
     hf_weights,
     run_rollout,
+    vllm_engine,
+    vllm_push,
 )
 
 
@@ -93,25 +97,14 @@ class ColocatedVLLMBackend(SharedBackend):
     receives_weights = True  # vLLM holds its own copy of the weights
 
     def __init__(self, config: TrainConfig, spec: WorkerSpec, model: Any, tools: Any):
-        from veriloop.rollout import create_engine
-
-        rollout = config.rollout
-        engine = create_engine(
-            "vllm",
-            model=config.model.path,
-            dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
-            kv_cache_bytes=rollout.vllm_kv_cache_mb * 2**20,
-            max_model_len=rollout.vllm_max_model_len or None,
-            max_num_seqs=rollout.vllm_max_num_seqs,
-            seed=config.run.seed,
-        )
+        engine = vllm_engine(config.model.path, spec.vllm)
         super().__init__(engine, spec, tools)
         self.model = model
         engine.update_weights(hf_weights(model), 0)  # the version follows from rollout_backend_for
 
     def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
         """``state`` None: only the version moves; otherwise the trainer's changed weights are pushed."""
-        self.engine.update_weights(hf_weights(self.model, trainable_only=True) if state is not None else None, version)
+        self.engine.update_weights(vllm_push(self.model, state), version)
 
     def close(self) -> None:
         self.engine.close()
@@ -121,6 +114,7 @@ class ColocatedVLLMBackend(SharedBackend):
 LocalBackend = RolloutWorker
 
 BackendFactory = Callable[[TrainConfig, WorkerSpec, Any, Any], RolloutBackend]  # (config, spec, model, tokenizer)
+VLLMBackendFactory = Callable[[TrainConfig, WorkerSpec, Any, Any], RolloutBackend]  # (config, spec, model, tools)
 
 
 def _local_backend(config: TrainConfig, spec: WorkerSpec, model: Any, tokenizer: Any) -> RolloutBackend:
@@ -140,6 +134,19 @@ ROLLOUT_BACKENDS.add("local", _local_backend)
 ROLLOUT_BACKENDS.add("ray", _ray_backend)
 
 
+def _ray_vllm_backend(config: TrainConfig, spec: WorkerSpec, model: Any, tools: Any) -> RolloutBackend:
+    from veriloop.training._ray import RayVLLMBackend  # ray is imported only when chosen
+
+    return RayVLLMBackend(spec, config.pipeline, model)
+
+
+# pipeline.backend -> factory of the backend that samples with vLLM (rollout.engine=vllm), beside
+# a trainer with ``model`` and sandbox ``tools``; consulted by ``rollout_backend_for`` only.
+VLLM_BACKENDS: Registry[VLLMBackendFactory] = Registry("vllm rollout backend")
+VLLM_BACKENDS.add("local", ColocatedVLLMBackend)
+VLLM_BACKENDS.add("ray", _ray_vllm_backend)
+
+
 def rollout_backend_for(config: TrainConfig, *, engine: HFEngine, tokenizer: Any, tools: Any) -> RolloutBackend:
     """The backend a trainer with ``config`` samples from.
 
@@ -147,10 +154,10 @@ def rollout_backend_for(config: TrainConfig, *, engine: HFEngine, tokenizer: Any
     ``tools`` the trainer's sandbox tools. A backend with its own weights starts at the engine's
     policy version.
     """
-    spec = WorkerSpec.from_config(config)
+    spec = WorkerSpec.from_config(config, engine.model)
     pipeline = config.pipeline
-    if config.rollout.engine == "vllm":  # the config allows it in sync mode on the local backend only
-        backend: RolloutBackend = ColocatedVLLMBackend(config, spec, engine.model, tools)
+    if config.rollout.engine == "vllm":  # the config allows it in sync mode only
+        backend: RolloutBackend = VLLM_BACKENDS.get(pipeline.backend)(config, spec, engine.model, tools)
     elif pipeline.mode == "sync" and pipeline.backend == "local":  # nothing generates beside the trainer
         return SharedBackend(engine, spec, tools)
     else:

@@ -200,6 +200,11 @@ class PipelineSection(Section):
         default=1, ge=1, description="ray: rollout worker actors (each with its own model copy and sandboxes)"
     )
     worker_cpus: float = Field(default=1.0, gt=0, description="ray: CPUs reserved by each rollout worker")
+    worker_gpus: float = Field(
+        default=0.0,
+        ge=0,
+        description="ray: GPUs reserved by each rollout worker (1 for a vllm engine on a GPU node; 0: CPU workers)",
+    )
     worker_retries: int = Field(default=2, ge=0, description="ray: times a failed shard is retried on a fresh worker")
     sandbox_workers: int = Field(default=2, ge=1, description="sandbox processes per rollout worker (code tools)")
     torch_threads: int = Field(
@@ -285,15 +290,15 @@ def _check_engine(config: TrainConfig) -> None:
         return
     unsupported = {
         "pipeline.mode=async": config.pipeline.mode == "async",
-        "pipeline.backend=ray": config.pipeline.backend == "ray",
         "distributed.ray_ranks > 0": config.distributed.ray_ranks > 0,
         "rollout.top_p < 1 (vLLM reports log-probs after the nucleus cut)": config.rollout.top_p < 1,
     }
     refused = [name for name, chosen in unsupported.items() if chosen]
     if refused:
         raise ValueError(
-            f"rollout.engine=vllm samples beside one synchronous trainer and does not support {', '.join(refused)}; "
-            "use rollout.engine=hf for those, or pipeline.mode=sync, pipeline.backend=local, rollout.top_p=1"
+            f"rollout.engine=vllm samples for one synchronous trainer (in its process, or on Ray actors with "
+            f"pipeline.backend=ray) and does not support {', '.join(refused)}; "
+            "use rollout.engine=hf for those, or pipeline.mode=sync, distributed.ray_ranks=0, rollout.top_p=1"
         )
 
 

@@ -10,6 +10,12 @@ The driver keeps the latest full weights. An actor lost mid-batch (its process o
 is replaced by a fresh one brought to the current weights and policy version, and only the shards
 that had not come back run again: every task's episodes appear exactly once.
 
+With ``rollout.engine=vllm`` (``RayVLLMBackend``) each actor builds a vLLM engine in its own
+process and loads Hugging Face names, LoRA merged: the driver reads, from the trainer's model,
+what the colocated backend would push (``vllm_push``) and sends CPU copies. A vLLM sample
+depends on its seed, not its batch mates, so the shards again add up to one worker's batch
+(tested against the colocated engine: the same tokens, log-probs within 1e-4).
+
 This module imports ``ray``; ``_backends.py`` imports it only when ``pipeline.backend=ray``. It builds on
 ``_rollout_worker.py`` and never imports ``_backends.py``.
 """
@@ -32,7 +38,7 @@ from ray.exceptions import ObjectLostError, RayActorError
 from veriloop.core import Task
 from veriloop.rollout import RolloutBatch, summarize_rollout
 from veriloop.training._config import PipelineSection
-from veriloop.training._rollout_worker import Progress, RolloutWorker, WorkerSpec
+from veriloop.training._rollout_worker import Progress, RolloutWorker, WorkerSpec, cpu_copy, hf_weights, vllm_push
 
 log = logging.getLogger("veriloop.training")
 
@@ -188,7 +194,11 @@ class RayBackend:
         if self._state_ref is None:
             self._state_ref = ray.put(self._state)
         # SPREAD: actors go to different nodes while any has room, rather than filling one first.
-        options = {"num_cpus": self.pipeline.worker_cpus, "scheduling_strategy": "SPREAD"}
+        options = {
+            "num_cpus": self.pipeline.worker_cpus,
+            "num_gpus": self.pipeline.worker_gpus,
+            "scheduling_strategy": "SPREAD",
+        }
         return _RolloutActor.options(**options).remote(self.spec, self._version, self._state_ref)
 
     def _replace(self, slot: int, error: BaseException) -> None:
@@ -197,6 +207,24 @@ class RayBackend:
         with contextlib.suppress(Exception):
             ray.kill(self._actors[slot], no_restart=True)
         self._actors[slot] = self._start_actor()
+
+
+class RayVLLMBackend(RayBackend):
+    """``RayBackend`` whose actors sample with their own vLLM (``rollout.engine=vllm``).
+
+    ``model`` is the trainer's policy: it is read (never modified) at start, for every weight,
+    and at each ``set_weights`` with a state, for the weights an update changes, under Hugging
+    Face names with LoRA merged; the trainer's own snapshot ``state`` is only tested for None.
+    The contract is otherwise ``RayBackend``'s.
+    """
+
+    def __init__(self, spec: WorkerSpec, pipeline: PipelineSection, model: Any):
+        self.model = model
+        super().__init__(spec, pipeline, cpu_copy(hf_weights(model)))
+
+    def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
+        pushed = vllm_push(self.model, state)
+        super().set_weights(version, cpu_copy(pushed) if pushed else None)
 
 
 def _lost_for_good(shard: tuple[int, int], losses: int, error: BaseException) -> RolloutWorkerLost:

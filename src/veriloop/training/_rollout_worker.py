@@ -2,10 +2,12 @@
 
 A ``RolloutWorker`` is self-contained: built from a picklable ``WorkerSpec`` it loads the model,
 its engine and its sandbox tools, so the same class runs in the trainer's process (the local
-backend of the asynchronous pipeline) and as a Ray actor (``_ray.py``). It satisfies the
-``RolloutBackend`` protocol (``_backends.py``) itself. This module also holds what every
-generator needs: the episode settings of a config, the sandbox tools, the weight snapshots sent
-to workers, and the one call that runs a batch of episodes.
+backend of the asynchronous pipeline) and as a Ray actor (``_ray.py``). Its engine is the spec's
+``engine`` from ``WORKER_ENGINES``: ``hf`` (a model copy, sent weights under the trainer's own
+names) or ``vllm`` (an in-process vLLM, sent weights under Hugging Face names, LoRA merged:
+``hf_weights``). It satisfies the ``RolloutBackend`` protocol (``_backends.py``) itself. This
+module also holds what every generator needs: the episode settings of a config, the sandbox
+tools, the weight snapshots sent to workers, and the one call that runs a batch of episodes.
 """
 
 from __future__ import annotations
@@ -17,11 +19,39 @@ from typing import Any
 
 import torch
 
-from veriloop.core import Task, load_plugins
-from veriloop.rollout import EpisodeConfig, HFEngine, RolloutBatch, StopConfig, rollout
+from veriloop.core import Registry, Task, load_plugins
+from veriloop.rollout import EpisodeConfig, HFEngine, RolloutBatch, StopConfig, create_engine, rollout
 from veriloop.training._config import ModelSection, TrainConfig
 
 Progress = Callable[[int, int], None]  # (episodes done, episodes in the batch)
+
+
+@dataclasses.dataclass(frozen=True)
+class VLLMSettings:
+    """How a ``vllm`` engine is built for rollouts (the rollout section's ``vllm_*`` fields)."""
+
+    dtype: str = "float32"  # the trainer's weights' dtype: vLLM runs it, pushed tensors are cast to it
+    kv_cache_bytes: int = 256 * 2**20
+    max_model_len: int | None = None  # None: the model's positions, at most 4096
+    max_num_seqs: int = 256
+    seed: int = 0
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, model: Any) -> VLLMSettings:
+        """The settings of ``config`` for a trainer whose policy is ``model``."""
+        rollout = config.rollout
+        return cls(
+            dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+            kv_cache_bytes=rollout.vllm_kv_cache_mb * 2**20,
+            max_model_len=rollout.vllm_max_model_len or None,
+            max_num_seqs=rollout.vllm_max_num_seqs,
+            seed=config.run.seed,
+        )
+
+
+def vllm_engine(model_path: str, settings: VLLMSettings) -> Any:
+    """An in-process vLLM engine over the model directory ``model_path`` (its own weights until pushed)."""
+    return create_engine("vllm", model=model_path, **dataclasses.asdict(settings))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,9 +69,12 @@ class WorkerSpec:
     sandbox_workers: int
     torch_threads: int = 0
     plugins: tuple[str, ...] = ()  # resolved plugin references, imported before anything is built
+    engine: str = "hf"  # a name in WORKER_ENGINES
+    vllm: VLLMSettings = VLLMSettings()  # engine "vllm": how it is built
 
     @classmethod
-    def from_config(cls, config: TrainConfig) -> WorkerSpec:
+    def from_config(cls, config: TrainConfig, model: Any) -> WorkerSpec:
+        """The spec of ``config``'s workers beside a trainer whose policy is ``model``."""
         return cls(
             model=config.model,
             episode=episode_config(config),
@@ -51,6 +84,8 @@ class WorkerSpec:
             sandbox_workers=config.pipeline.sandbox_workers,
             torch_threads=config.pipeline.torch_threads,
             plugins=tuple(config.plugins),
+            engine=config.rollout.engine,
+            vllm=VLLMSettings.from_config(config, model),
         )
 
 
@@ -115,12 +150,54 @@ def full_state(model: Any) -> dict[str, torch.Tensor]:
     return {name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()}
 
 
+def vllm_push(model: Any, state: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor] | None:
+    """What a vLLM engine loads after an update that sent ``state`` (the trainer's snapshot, only
+    tested for None: then just the version moves): the changed weights read from ``model`` under
+    Hugging Face names, LoRA merged (``hf_weights``)."""
+    return hf_weights(model, trainable_only=True) if state is not None else None
+
+
+def cpu_copy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Detached CPU copies, safe to send to other processes and kept while the trainer updates."""
+    return {name: t.detach().to("cpu", copy=True) for name, t in state.items()}
+
+
+WorkerEngineFactory = Callable[["WorkerSpec", Any, Any], Any]  # (spec, model or None, tokenizer or None)
+
+
+def _hf_worker_engine(spec: WorkerSpec, model: Any, tokenizer: Any) -> HFEngine:
+    """An ``hf`` engine over the spec's model, loaded here, or over a private copy of ``model``."""
+    if model is None:
+        from veriloop.training._model import load_policy
+
+        model, tokenizer = load_policy(spec.model)
+    else:
+        model = copy.deepcopy(model)
+    model.eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return HFEngine(model, tokenizer, max_batch_size=spec.max_batch_size)
+
+
+def _vllm_worker_engine(spec: WorkerSpec, model: Any, tokenizer: Any) -> Any:
+    """A ``vllm`` engine over the spec's model directory; a given ``model`` is ignored (the
+    worker's weights arrive through ``set_weights``)."""
+    return vllm_engine(spec.model.path, spec.vllm)
+
+
+# WorkerSpec.engine -> what builds a worker's engine; every engine's update_weights loads the
+# state dicts its backend sends.
+WORKER_ENGINES: Registry[WorkerEngineFactory] = Registry("rollout worker engine")
+WORKER_ENGINES.add("hf", _hf_worker_engine)
+WORKER_ENGINES.add("vllm", _vllm_worker_engine)
+
+
 class RolloutWorker:
     """One generator: a model copy, its engine and (for code tools) its own sandbox pool.
 
-    ``model``/``tokenizer`` may be given to skip loading: the worker then generates with a private
-    copy of ``model`` (the local backend, beside the trainer) and never modifies the one given.
-    Its weights change only through ``set_weights``.
+    ``model``/``tokenizer`` may be given to skip loading: an ``hf`` worker then generates with a
+    private copy of ``model`` (the local backend, beside the trainer) and never modifies the one
+    given. Its weights change only through ``set_weights``, under the names its engine loads.
     """
 
     receives_weights = True  # its weights are its own: the trainer sends them after each update
@@ -129,17 +206,8 @@ class RolloutWorker:
         load_plugins(spec.plugins)  # a Ray actor starts with none of the trainer's modules
         if spec.torch_threads:
             torch.set_num_threads(spec.torch_threads)
-        if model is None:
-            from veriloop.training._model import load_policy
-
-            model, tokenizer = load_policy(spec.model)
-        else:
-            model = copy.deepcopy(model)
-        model.eval()
-        for parameter in model.parameters():
-            parameter.requires_grad_(False)
         self.spec = spec
-        self.engine = HFEngine(model, tokenizer, max_batch_size=spec.max_batch_size)
+        self.engine = WORKER_ENGINES.get(spec.engine)(spec, model, tokenizer)
         self.tools = sandbox_tools(spec.tools, spec.sandbox_workers)
 
     @property
@@ -164,6 +232,7 @@ class RolloutWorker:
         if self.tools is not None:
             self.tools.close()
             self.tools = None
+        self.engine.close()
 
 
 def run_rollout(
