@@ -171,11 +171,29 @@ def test_a_run_whose_ready_process_was_killed_while_idle_runs_normally(lone):
         assert result.sandbox_replaced is False
 
 
+def test_a_run_after_its_idle_server_was_stopped_runs_normally_and_soon(lone):
+    """A stopped server would read no job: the host sees it stopped and replaces it first."""
+    lone.run_python("pass")
+    [handle] = lone._backend._servers
+    if handle._at_rest is None or handle._at_rest._blind:
+        pytest.skip("this host cannot read the sandbox's processes")
+    server = server_pid(lone)
+    os.kill(server, signal.SIGSTOP)
+    wait_for(lambda: "State:\tT" in Path(f"/proc/{server}/status").read_text())
+    started = time.monotonic()
+    result = lone.run_python("print('after')")
+    assert (result.status, result.stdout) == ("ok", "after\n"), result.detail
+    assert time.monotonic() - started < 4.0
+
+
 def test_a_job_its_server_died_without_reading_goes_to_a_fresh_server(lone):
     """The job is already in the dead server's pipe: it never started, so it runs elsewhere."""
     lone.run_python("pass")
     pid = server_pid(lone)
-    os.kill(pid, signal.SIGSTOP)  # alive to the handle's checks, but reads nothing
+    [handle] = lone._backend._servers
+    if handle._at_rest is not None:
+        handle._at_rest._blind = True  # a host that sees a stopped server replaces it before sending
+    os.kill(pid, signal.SIGSTOP)  # alive to the handle's other checks, but reads nothing
     thread, results = in_background(lambda: lone.run_python("print(6 * 7)"))
     time.sleep(0.5)  # the job now waits in the pipe
     os.kill(pid, signal.SIGKILL)
