@@ -62,6 +62,16 @@ def check_domain_budgets(budgets: Any) -> dict[str, int]:
     return dict(budgets)
 
 
+def check_turn_fits(context_budget: int | None, largest_turn: int, turn_field: str) -> None:
+    """A ValueError unless ``context_budget`` (None: unbounded) exceeds ``largest_turn``, the most
+    new tokens any task's turn may have (``turn_field`` or a ``max_tokens_by_domain`` value)."""
+    if context_budget is not None and context_budget <= largest_turn:
+        raise ValueError(
+            f"context_budget ({context_budget}) must exceed {turn_field} and every max_tokens_by_domain "
+            f"value (largest: {largest_turn}): a turn's new tokens count against it"
+        )
+
+
 class EpisodeConfig(BaseModel):
     """How an episode runs: sampling, tools, budgets."""
 
@@ -109,11 +119,7 @@ class EpisodeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _budget_leaves_a_turn(self) -> EpisodeConfig:
-        if self.context_budget is not None and self.context_budget <= self.largest_turn:
-            raise ValueError(
-                f"context_budget ({self.context_budget}) must exceed max_tokens_per_turn and every "
-                f"max_tokens_by_domain value (largest: {self.largest_turn}): a turn's new tokens count against it"
-            )
+        check_turn_fits(self.context_budget, self.largest_turn, "max_tokens_per_turn")
         return self
 
     def max_tokens_for(self, domain: str) -> int:

@@ -84,11 +84,9 @@ class RolloutSection(Section):
 
     @model_validator(mode="after")
     def _context_leaves_a_turn(self) -> RolloutSection:
-        if self.context_budget is not None and self.context_budget <= self.largest_max_tokens:
-            raise ValueError(
-                f"context_budget ({self.context_budget}) must exceed max_tokens and every max_tokens_by_domain "
-                f"value (largest: {self.largest_max_tokens}): a turn's new tokens count against it"
-            )
+        from veriloop.rollout import check_turn_fits
+
+        check_turn_fits(self.context_budget, self.largest_max_tokens, "max_tokens")
         return self
 
     @property

@@ -147,7 +147,7 @@ def _unadapted_state(base: Any) -> dict[str, torch.Tensor]:
 
 def full_state(model: Any) -> dict[str, torch.Tensor]:
     """A detached CPU copy of every weight (what a freshly built worker needs once)."""
-    return {name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()}
+    return cpu_copy(model.state_dict())
 
 
 def vllm_push(model: Any, state: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor] | None:
