@@ -84,6 +84,19 @@ def test_a_sample_depends_on_its_seed_not_its_batch(vllm_engine):
 
 
 @needs_vllm
+def test_a_batch_longer_than_one_step_samples_as_its_prompts_alone(vllm_engine):
+    """Prompts that together exceed the tokens vLLM takes in one step: each is prefilled whole in
+    some step (cut across steps, a seeded request fails on a CPU) and samples as it does alone."""
+    prompts = [[1 + (i * 7 + j) % 50 for j in range(400)] for i in range(32)]  # 12,800 prompt tokens
+    params = SamplingParams(n=2, max_tokens=8, seed=3, ignore_eos=True)
+    batched = vllm_engine.generate(prompts, params)
+    assert [len(samples) for samples in batched] == [2] * 32
+    for index in (0, 17, 31):
+        alone = vllm_engine.generate([prompts[index]], params)[0]
+        assert [s.token_ids for s in alone] == [s.token_ids for s in batched[index]]
+
+
+@needs_vllm
 def test_the_callers_random_state_is_left_alone(vllm_engine):
     import torch
 

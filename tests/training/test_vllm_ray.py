@@ -90,7 +90,9 @@ def test_a_ray_actor_samples_what_the_colocated_engine_samples(backends, digit_t
 
 
 def test_weight_pushes_reach_the_actor_as_they_reach_the_colocated_engine(backends, digit_tasks):
-    """Zeroing the final norm makes every next token uniform; restoring it brings the samples back."""
+    """Zeroing the final norm makes every next token uniform; restoring it brings the samples back.
+    Each backend loads the update it was given, as it was when it was taken, whatever the model
+    holds by the time it is loaded (the asynchronous pipeline loads it while the trainer goes on)."""
     policy, colocated, on_ray = backends
     tasks = digit_tasks[3:5]
     before = on_ray.rollout(tasks, group_size=2, seed=3)
@@ -100,18 +102,19 @@ def test_weight_pushes_reach_the_actor_as_they_reach_the_colocated_engine(backen
     try:
         with torch.no_grad():
             norm.zero_()
-        for backend in (colocated, on_ray):
-            backend.set_weights(1, {})  # a trainer's snapshot: the backends read the model themselves
-        uniform = on_ray.rollout(tasks, group_size=2, seed=3)
-        _assert_same_rollouts(uniform, colocated.rollout(tasks, group_size=2, seed=3))
-        logprobs = [lp for t in uniform.trajectories for lp in t.logprobs]
-        assert logprobs and all(math.isclose(lp, -math.log(vocab), abs_tol=1e-5) for lp in logprobs)
-        assert {t.policy_version for t in uniform.trajectories} == {1}
+        zeroed = {backend: backend.update_of(policy, kept=True) for backend in (colocated, on_ray)}
     finally:
         with torch.no_grad():
-            norm.copy_(saved)
-        for backend in (colocated, on_ray):
-            backend.set_weights(2, {})
+            norm.copy_(saved)  # the next update, before the zeroed one is loaded
+    for backend, update in zeroed.items():
+        backend.set_weights(1, update)
+    uniform = on_ray.rollout(tasks, group_size=2, seed=3)
+    _assert_same_rollouts(uniform, colocated.rollout(tasks, group_size=2, seed=3))
+    logprobs = [lp for t in uniform.trajectories for lp in t.logprobs]
+    assert logprobs and all(math.isclose(lp, -math.log(vocab), abs_tol=1e-5) for lp in logprobs)
+    assert {t.policy_version for t in uniform.trajectories} == {1}
+    for backend in (colocated, on_ray):
+        backend.set_weights(2, backend.update_of(policy, kept=False))
     restored = on_ray.rollout(tasks, group_size=2, seed=3)
     assert _samples(restored) == _samples(before)
     assert {t.policy_version for t in restored.trajectories} == {2}

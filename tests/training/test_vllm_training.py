@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from veriloop.core import UserError
+from veriloop.training import RLTrainer
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="needs vLLM: make setup-vllm, then run with .venv-vllm/bin/python")
@@ -19,7 +20,6 @@ pytestmark = pytest.mark.vllm
 @pytest.mark.parametrize(
     "sections, named",
     [
-        ({"pipeline": {"mode": "async"}}, "pipeline.mode=async"),
         ({"distributed": {"ray_ranks": 2}}, "distributed.ray_ranks"),
         ({"rollout": {"top_p": 0.9}}, "rollout.top_p < 1"),
     ],
@@ -36,18 +36,19 @@ def test_unsupported_combinations_are_refused_by_name(tmp_path, sections, named)
     assert load_config(None, overrides[1:]).rollout.engine == "hf"  # the default, which supports them
 
 
-def test_ray_rollout_actors_are_accepted_in_sync_mode():
+@pytest.mark.parametrize("backend", ["local", "ray"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_rollouts_in_this_process_or_on_ray_actors_sync_or_async_are_accepted(backend, mode):
     from veriloop.training import load_config
 
-    config = load_config(None, ["rollout.engine=vllm", "pipeline.backend=ray", "pipeline.worker_gpus=1"])
-    assert config.pipeline.backend == "ray" and config.pipeline.worker_gpus == 1
-    with pytest.raises(UserError, match="pipeline.mode=async"):
-        load_config(None, ["rollout.engine=vllm", "pipeline.backend=ray", "pipeline.mode=async"])
+    overrides = [f"pipeline.backend={backend}", f"pipeline.mode={mode}", "pipeline.worker_gpus=1"]
+    config = load_config(None, ["rollout.engine=vllm", *overrides])
+    assert (config.rollout.engine, config.pipeline.backend, config.pipeline.mode) == ("vllm", backend, mode)
 
 
 def test_the_command_line_refuses_them_with_exit_2(config_file, run_cli):
-    result = run_cli("train", str(config_file(rollout={"engine": "vllm"}, pipeline={"mode": "async"})))
-    assert result.returncode == 2 and "pipeline.mode=async" in result.stderr
+    result = run_cli("train", str(config_file(rollout={"engine": "vllm", "top_p": 0.9})))
+    assert result.returncode == 2 and "rollout.top_p < 1" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -96,7 +97,6 @@ def test_rl_with_vllm_rollouts_raises_the_reward(make_config, digit_tasks):
     """20 steps on the digit tasks (a random tiny model answers some; see conftest.py), sampled by
     vLLM. The quickstart's arithmetic needs an SFT base first, which takes minutes on 2 cores."""
     from veriloop.rollout import TrajectoryStore
-    from veriloop.training import RLTrainer
 
     config = make_config(
         "vllm-rl",
@@ -122,7 +122,6 @@ def test_rl_with_vllm_rollouts_raises_the_reward(make_config, digit_tasks):
 
 @needs_vllm
 def test_lora_training_with_vllm_samples_from_the_merged_policy(make_config, digit_tasks):
-    from veriloop.training import RLTrainer
 
     config = make_config(
         "vllm-lora",
@@ -138,3 +137,45 @@ def test_lora_training_with_vllm_samples_from_the_merged_policy(make_config, dig
     assert len(trained) >= 2
     assert all(m["logprob_mismatch/mean_abs"] < 1e-4 for m in trained)
     assert trainer.backend.policy_version == trainer.version == 3
+
+
+def _vllm_run(make_config, tasks, name, steps, **pipeline):
+    config = make_config(
+        name,
+        rollout={"engine": "vllm", "vllm_kv_cache_mb": 64, "vllm_max_model_len": 128},
+        pipeline=pipeline,
+        run={"steps": steps},
+    )
+    trainer = RLTrainer(config, tasks=tasks)
+    return trainer, trainer.train()
+
+
+@needs_vllm
+def test_async_vllm_at_staleness_0_is_the_synchronous_run(make_config, digit_tasks):
+    """vLLM samples on the producer thread while the trainer trains; at staleness 0 that is the
+    synchronous algorithm, so the samples, the losses and the weights are the same."""
+    from veriloop.rollout import TrajectoryStore
+
+    sync, sync_history = _vllm_run(make_config, digit_tasks, "vllm-sync", 4)
+    same, async_history = _vllm_run(make_config, digit_tasks, "vllm-async0", 4, mode="async", max_staleness=0)
+    for a, b in zip(sync_history, async_history, strict=True):
+        assert a["reward/sampled_mean"] == b["reward/sampled_mean"]
+        assert a["policy_loss"] == b["policy_loss"] and b["staleness/max"] == 0
+    assert all(torch.equal(t, same.model.state_dict()[k]) for k, t in sync.model.state_dict().items())
+    first = [t.completion_ids for t in TrajectoryStore(sync.out / "trajectories")]
+    assert first == [t.completion_ids for t in TrajectoryStore(same.out / "trajectories")]
+
+
+@needs_vllm
+def test_async_vllm_runs_ahead_within_its_staleness_bound(make_config, digit_tasks):
+    from veriloop.rollout import TrajectoryStore
+
+    trainer, history = _vllm_run(make_config, digit_tasks, "vllm-async1", 6, mode="async", max_staleness=1)
+    assert [m["policy_version"] for m in history] == list(range(1, 7))
+    assert all(m["staleness/max"] <= 1 for m in history) and any(m["staleness/max"] == 1 for m in history)
+    stored = list(TrajectoryStore(trainer.out / "trajectories"))
+    per_step = len(stored) // 6
+    for index, trajectory in enumerate(stored):
+        step = index // per_step + 1
+        assert step - 2 <= trajectory.policy_version <= step - 1
+    assert len({t.policy_version for t in stored}) >= 4  # the producer loaded the updates as they came

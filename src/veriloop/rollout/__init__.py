@@ -28,7 +28,7 @@ from veriloop.rollout._rollout import (
 from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate, repeating_block
 from veriloop.rollout._tools import SandboxTools, format_observation
-from veriloop.rollout._vllm import VLLMEngine
+from veriloop.rollout._vllm import VLLMEngine, require_vllm
 from veriloop.rollout._store import (
     SceneStore,
     TrajectoryStore,
@@ -78,6 +78,7 @@ __all__ = [
     "keep_scenes",
     "preference_pairs",
     "repeating_block",
+    "require_vllm",
     "rollout",
     "prompt_tokens",
     "run_episode",

@@ -45,7 +45,33 @@ from veriloop.rollout._sampling import Sample, SamplingParams
 from veriloop.rollout._stopping import repeating_block
 
 _Row = tuple[list[int], int]  # prompt ids, seed
+_CPU_STEP_TOKENS = 4096  # tokens one vLLM step takes on a CPU (whole prompts only; see _whole_prefills)
 SETUP_HINT = "the vllm engine needs vLLM: run `make setup-vllm` (builds .venv-vllm) and use .venv-vllm/bin/python"
+
+
+def require_vllm() -> None:
+    """Fail early, before work that would come to nothing, when vLLM is not installed: a
+    UserError saying how to get it (without importing vLLM, which takes seconds)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError(SETUP_HINT)
+
+
+def _whole_prefills(max_model_len: int) -> dict[str, Any]:
+    """vLLM settings that keep every prompt's prefill in one step, on CPUs.
+
+    A prompt cut across steps (chunked prefill, when a batch's prompts exceed the step's token
+    budget) makes vLLM discard the token sampled after the first part and wind that request's
+    seeded generator back, which only CUDA generators allow: on a CPU the whole engine fails
+    with "CPU Generator does not use offset". Without chunking a step takes whole prompts only
+    (a budget of at least one full-length sequence), and the rest wait for the next step.
+    """
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return {}
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, _CPU_STEP_TOKENS)}
 
 
 def _import_vllm() -> Any:
@@ -124,6 +150,7 @@ class VLLMEngine:
                 enforce_eager=enforce_eager,
                 logprobs_mode="processed_logprobs",  # after temperature: the distribution trained on
                 seed=seed,
+                **_whole_prefills(self.max_model_len),
             )
         self._vllm_sampling = vllm.SamplingParams
         self.dtype = dtype

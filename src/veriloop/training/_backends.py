@@ -7,12 +7,17 @@ version it last received. ``rollout_backend_for`` decides which one a config get
   over the trainer's own model; weight sync costs nothing because the weights are the same tensors.
 - the local backend (``mode=async``, ``backend=local``): a ``RolloutWorker`` in this process over
   a private copy of the policy, so that generation runs while the trainer changes its weights.
-- ``ColocatedVLLMBackend`` (``rollout.engine=vllm``, ``backend=local``, sync only): an in-process
-  vLLM beside the trainer, sent the changed weights after every update.
+- ``ColocatedVLLMBackend`` (``rollout.engine=vllm``, ``backend=local``): an in-process vLLM beside
+  the trainer, sent the changed weights after every update (in async mode it samples on the
+  producer thread while the trainer trains).
 - ``RayBackend`` (``backend=ray``, ``_ray.py``): ``RolloutWorker`` actors on a Ray cluster; ``ray``
-  is imported only when it is chosen. With ``rollout.engine=vllm`` (sync only) it is a
-  ``RayVLLMBackend``: each actor builds its own vLLM (a GPU each with ``pipeline.worker_gpus``)
-  and is sent what the colocated backend pushes (``vllm_push``).
+  is imported only when it is chosen. With ``rollout.engine=vllm`` it is a ``RayVLLMBackend``:
+  each actor builds its own vLLM (a GPU each with ``pipeline.worker_gpus``) and is sent what the
+  colocated backend loads (``vllm_update``).
+
+After an update the trainer asks the backend for ``update_of(model, kept=...)`` at once, and
+hands it to ``set_weights`` then (sync) or when the producer next starts a batch (async): what is
+loaded is always the weights of the version it is tagged with, never a later update's.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from veriloop.training._rollout_worker import (
     hf_weights,
     run_rollout,
     vllm_engine,
-    vllm_push,
+    vllm_update,
 )
 
 
@@ -42,6 +47,13 @@ class RolloutBackend(Protocol):
 
     policy_version: int
     receives_weights: bool  # False when the backend generates with the trainer's own tensors
+
+    def update_of(self, model: Any, *, kept: bool) -> dict[str, torch.Tensor]:
+        """The weights an update of the trainer's ``model`` changed, read now, in the form
+        ``set_weights`` loads. ``kept``: they are loaded later, while the trainer goes on
+        changing ``model``, so they must not share its tensors. Asked only when
+        ``receives_weights``."""
+        ...
 
     def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None: ...
 
@@ -86,12 +98,13 @@ class SharedBackend:
 
 
 class ColocatedVLLMBackend(SharedBackend):
-    """Rollouts on an in-process vLLM engine beside the trainer (``rollout.engine=vllm``, sync mode).
+    """Rollouts on an in-process vLLM engine beside the trainer (``rollout.engine=vllm``).
 
     The trainer keeps its own model for log-prob recomputation and training; after each update
     vLLM loads, in place, the weights the update changed (with LoRA: the adapted layers, adapters
-    merged), read straight from the trainer's model. At start it loads all of them, so a resumed
-    or LoRA-wrapped policy samples with its own weights.
+    merged; ``vllm_update``): the model's own tensors in sync mode, copies taken at the update in
+    async mode. At start it loads all of them, so a resumed or LoRA-wrapped policy samples with
+    its own weights.
     """
 
     receives_weights = True  # vLLM holds its own copy of the weights
@@ -99,12 +112,14 @@ class ColocatedVLLMBackend(SharedBackend):
     def __init__(self, config: TrainConfig, spec: WorkerSpec, model: Any, tools: Any):
         engine = vllm_engine(config.model.path, spec.vllm)
         super().__init__(engine, spec, tools)
-        self.model = model
         engine.update_weights(hf_weights(model), 0)  # the version follows from rollout_backend_for
 
+    def update_of(self, model: Any, *, kept: bool) -> dict[str, torch.Tensor]:
+        return vllm_update(model, kept=kept)
+
     def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
-        """``state`` None: only the version moves; otherwise the trainer's changed weights are pushed."""
-        self.engine.update_weights(vllm_push(self.model, state), version)
+        """``state`` None: only the version moves; otherwise vLLM loads it (``update_of``'s)."""
+        self.engine.update_weights(state, version)
 
     def close(self) -> None:
         self.engine.close()
@@ -156,7 +171,7 @@ def rollout_backend_for(config: TrainConfig, *, engine: HFEngine, tokenizer: Any
     """
     spec = WorkerSpec.from_config(config, engine.model)
     pipeline = config.pipeline
-    if config.rollout.engine == "vllm":  # the config allows it in sync mode only
+    if config.rollout.engine == "vllm":
         backend: RolloutBackend = VLLM_BACKENDS.get(pipeline.backend)(config, spec, engine.model, tools)
     elif pipeline.mode == "sync" and pipeline.backend == "local":  # nothing generates beside the trainer
         return SharedBackend(engine, spec, tools)

@@ -287,16 +287,15 @@ def _check_engine(config: TrainConfig) -> None:
     if config.rollout.engine != "vllm":
         return
     unsupported = {
-        "pipeline.mode=async": config.pipeline.mode == "async",
         "distributed.ray_ranks > 0": config.distributed.ray_ranks > 0,
         "rollout.top_p < 1 (vLLM reports log-probs after the nucleus cut)": config.rollout.top_p < 1,
     }
     refused = [name for name, chosen in unsupported.items() if chosen]
     if refused:
         raise ValueError(
-            f"rollout.engine=vllm samples for one synchronous trainer (in its process, or on Ray actors with "
+            f"rollout.engine=vllm samples for one trainer process (in its process, or on Ray actors with "
             f"pipeline.backend=ray) and does not support {', '.join(refused)}; "
-            "use rollout.engine=hf for those, or pipeline.mode=sync, distributed.ray_ranks=0, rollout.top_p=1"
+            "use rollout.engine=hf for those, or distributed.ray_ranks=0, rollout.top_p=1"
         )
 
 

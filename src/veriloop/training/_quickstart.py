@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -45,6 +45,11 @@ class RecipeConfig(Section):
     rl_lr: float = Field(default=1e-4, gt=0, description="GRPO learning rate")
     eval_samples: int = Field(default=8, ge=1, description="samples per held-out task (pass@1 averaged over them)")
     temperature: float = Field(default=1.0, gt=0, description="sampling temperature for RL and evaluation")
+    engine: Literal["hf", "vllm"] = Field(
+        default="hf",
+        description="what samples the GRPO rollouts: hf (the trainer's own model) or vllm (an in-process vLLM "
+        "sent the weights after every update; needs `make setup-vllm` and runs from .venv-vllm)",
+    )
 
 
 class QuickstartConfig(RecipeConfig):
@@ -200,6 +205,10 @@ def begin(config: RecipeConfig, progress: Report | None) -> tuple[Report, Path, 
     (built unless it exists)."""
     from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
 
+    if config.engine == "vllm":
+        from veriloop.rollout import require_vllm
+
+        require_vllm()  # before the stages that come before RL
     report = reporter(progress)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -240,6 +249,7 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
                     "group_size": config.group_size,
                     "max_tokens": config.max_tokens,
                     "temperature": config.temperature,
+                    "engine": config.engine,
                 },
                 "optim": {"lr": config.rl_lr, "warmup_steps": 10, "micro_batch_size": 512},
                 "run": {

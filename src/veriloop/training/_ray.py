@@ -12,7 +12,7 @@ that had not come back run again: every task's episodes appear exactly once.
 
 With ``rollout.engine=vllm`` (``RayVLLMBackend``) each actor builds a vLLM engine in its own
 process and loads Hugging Face names, LoRA merged: the driver reads, from the trainer's model,
-what the colocated backend would push (``vllm_push``) and sends CPU copies. A vLLM sample
+what the colocated backend would load (``vllm_update``) and sends CPU copies. A vLLM sample
 depends on its seed, not its batch mates, so the shards again add up to one worker's batch
 (tested against the colocated engine: the same tokens, log-probs within 1e-4).
 
@@ -38,7 +38,15 @@ from ray.exceptions import ObjectLostError, RayActorError
 from veriloop.core import Task
 from veriloop.rollout import RolloutBatch, summarize_rollout
 from veriloop.training._config import PipelineSection
-from veriloop.training._rollout_worker import Progress, RolloutWorker, WorkerSpec, cpu_copy, hf_weights, vllm_push
+from veriloop.training._rollout_worker import (
+    Progress,
+    RolloutWorker,
+    WorkerSpec,
+    cpu_copy,
+    hf_weights,
+    trainable_state,
+    vllm_update,
+)
 
 log = logging.getLogger("veriloop.training")
 
@@ -115,6 +123,10 @@ class RayBackend:
     @property
     def policy_version(self) -> int:
         return self._version
+
+    def update_of(self, model: Any, *, kept: bool) -> dict[str, torch.Tensor]:
+        """A CPU copy of the weights an update of ``model`` changed (sent to every actor)."""
+        return trainable_state(model)
 
     def placements(self) -> list[WorkerPlacement]:
         """Where each actor runs, in shard order."""
@@ -213,18 +225,15 @@ class RayVLLMBackend(RayBackend):
     """``RayBackend`` whose actors sample with their own vLLM (``rollout.engine=vllm``).
 
     ``model`` is the trainer's policy: it is read (never modified) at start, for every weight,
-    and at each ``set_weights`` with a state, for the weights an update changes, under Hugging
-    Face names with LoRA merged; the trainer's own snapshot ``state`` is only tested for None.
-    The contract is otherwise ``RayBackend``'s.
+    under Hugging Face names with LoRA merged; updates are ``update_of``'s, the changed weights
+    in the same form (CPU copies). The contract is otherwise ``RayBackend``'s.
     """
 
     def __init__(self, spec: WorkerSpec, pipeline: PipelineSection, model: Any):
-        self.model = model
         super().__init__(spec, pipeline, cpu_copy(hf_weights(model)))
 
-    def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
-        pushed = vllm_push(self.model, state)
-        super().set_weights(version, cpu_copy(pushed) if pushed else None)
+    def update_of(self, model: Any, *, kept: bool) -> dict[str, torch.Tensor]:
+        return cpu_copy(vllm_update(model, kept=False))  # a copy either way
 
 
 def _lost_for_good(shard: tuple[int, int], losses: int, error: BaseException) -> RolloutWorkerLost:

@@ -57,7 +57,7 @@ from veriloop.training._parallel_strategy import as_float, strategy_for
 from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, staleness_metrics
 from veriloop.sandbox._environments import environment_hashes
 from veriloop.training._run_config import check_and_save_environments, check_and_save_run_config
-from veriloop.training._rollout_worker import episode_config, sandbox_tools, trainable_state
+from veriloop.training._rollout_worker import episode_config, sandbox_tools
 from veriloop.training._step_timer import StepTimer
 
 
@@ -555,7 +555,7 @@ class RLTrainer:
         self.engine.update_weights(None, version)  # the trainer's engine shares its model
         if not self.backend.receives_weights:
             return
-        state = trainable_state(self.model)
+        state = self.backend.update_of(self.model, kept=self.pipeline is not None)  # read now, whenever loaded
         if self.pipeline is not None:
             self._unsent_weights = state  # handed to the producer when the step is done
         else:

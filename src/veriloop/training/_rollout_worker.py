@@ -150,11 +150,13 @@ def full_state(model: Any) -> dict[str, torch.Tensor]:
     return cpu_copy(model.state_dict())
 
 
-def vllm_push(model: Any, state: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor] | None:
-    """What a vLLM engine loads after an update that sent ``state`` (the trainer's snapshot, only
-    tested for None: then just the version moves): the changed weights read from ``model`` under
-    Hugging Face names, LoRA merged (``hf_weights``)."""
-    return hf_weights(model, trainable_only=True) if state is not None else None
+def vllm_update(model: Any, *, kept: bool) -> dict[str, torch.Tensor]:
+    """What a vLLM engine loads after an update of ``model``: the changed weights under Hugging
+    Face names, LoRA merged (``hf_weights``), read now. ``kept``: the update is loaded later (the
+    asynchronous pipeline applies it between batches while the trainer goes on), so each tensor
+    is a copy, on the model's device, that later updates leave alone."""
+    weights = hf_weights(model, trainable_only=True)
+    return {name: t.clone() for name, t in weights.items()} if kept else weights
 
 
 def cpu_copy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -213,6 +215,11 @@ class RolloutWorker:
     @property
     def policy_version(self) -> int:
         return self.engine.policy_version
+
+    def update_of(self, model: Any, *, kept: bool) -> dict[str, torch.Tensor]:
+        """The weights of ``model`` an update changed, as ``set_weights`` loads them: a CPU copy,
+        whenever it is loaded (see ``RolloutBackend.update_of``)."""
+        return trainable_state(model)
 
     def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
         self.engine.update_weights(state, version)

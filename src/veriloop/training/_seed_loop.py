@@ -343,6 +343,7 @@ def rl_config(config: SeedLoopConfig, base: Path, out: Path) -> TrainConfig:
                 "tools": list(TOOLS),
                 "tool_instructions": False,
                 "temperature": config.temperature,
+                "engine": config.engine,
             },
             "algorithm": {"advantage": "dr_grpo"},
             "optim": {"lr": config.rl_lr, "warmup_steps": 10, "micro_batch_size": 512},
