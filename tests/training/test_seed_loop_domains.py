@@ -45,6 +45,11 @@ def test_the_default_recipe_keeps_its_three_domains_and_weights():
     ]
 
 
+def test_the_rollout_engine_reaches_the_rl_stage(tmp_path):
+    assert rl_config(SeedLoopConfig(), tmp_path / "base", tmp_path / "rl").rollout.engine == "hf"
+    assert rl_config(SeedLoopConfig(engine="vllm"), tmp_path / "base", tmp_path / "rl").rollout.engine == "vllm"
+
+
 def test_bad_domain_lists_are_one_line_errors(run_cli):
     bad = run_cli("quickstart", "--recipe", "seed-loop", "domains=[code,chemistry]")
     assert bad.returncode == 2 and "domains" in bad.stderr

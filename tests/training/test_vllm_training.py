@@ -5,6 +5,7 @@ everywhere.
 """
 
 import importlib.util
+import json
 
 import pytest
 import torch
@@ -57,6 +58,15 @@ def test_without_vllm_a_run_says_how_to_get_it(config_file, run_cli, tmp_path):
     result = run_cli("train", str(config_file(rollout={"engine": "vllm"}, run={"out": str(tmp_path / "r")})))
     assert result.returncode == 2 and "make setup-vllm" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed here")
+@pytest.mark.parametrize("recipe", ["arithmetic", "seed-loop"])
+def test_without_vllm_a_quickstart_stops_before_its_first_stage(tmp_path, run_cli, recipe):
+    out = tmp_path / "qs"
+    result = run_cli("quickstart", "--recipe", recipe, "engine=vllm", f"out={out}")
+    assert result.returncode == 2 and "make setup-vllm" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()  # no model built, no SFT run
 
 
 def test_lora_weights_are_pushed_merged_under_hf_names(tiny_model_dir):
@@ -179,3 +189,52 @@ def test_async_vllm_runs_ahead_within_its_staleness_bound(make_config, digit_tas
         step = index // per_step + 1
         assert step - 2 <= trajectory.policy_version <= step - 1
     assert len({t.policy_version for t in stored}) >= 4  # the producer loaded the updates as they came
+
+
+@needs_vllm
+def test_the_quickstart_with_vllm_rollouts_raises_the_reward(tmp_path, run_cli):
+    """The quickstart's task end to end with ``engine=vllm``: its SFT base (the default 1,000
+    steps; a shorter cold start leaves GRPO little to sharpen in 20 steps), then 20 GRPO steps
+    of 64 prompts x 8 samples, each sampled by vLLM with the weights of the step before.
+
+    A step's reward moves by a few points with how hard its 64 prompts happen to be (two or three
+    numbers), so the rise is that of the least-squares line through all 20 steps (measured here:
+    +0.037 and +0.045 over the run with vLLM, +0.078 with the hf engine)."""
+    from veriloop.training import read_metrics
+
+    out = tmp_path / "qs"
+    settings = ["rl_steps=20", "train_size=2000", "heldout_size=50", "eval_samples=2"]
+    result = run_cli("quickstart", "engine=vllm", f"out={out}", *settings, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((out / "rl" / "train_config.json").read_text())["rollout"]["engine"] == "vllm"
+    metrics = [m for m in read_metrics(out / "rl") if "reward/sampled_mean" in m]
+    assert [m["policy_version"] for m in metrics] == list(range(1, 21))
+    rewards = [m["reward/sampled_mean"] for m in metrics]
+    assert _fitted_rise(rewards) > 0.02, rewards
+
+
+def _fitted_rise(values: list[float]) -> float:
+    """How much the least-squares line through ``values`` (one per step) rises from first to last."""
+    steps = range(len(values))
+    mean_step, mean_value = sum(steps) / len(values), sum(values) / len(values)
+    covariance = sum((s - mean_step) * (v - mean_value) for s, v in zip(steps, values))
+    slope = covariance / sum((s - mean_step) ** 2 for s in steps)
+    return slope * (len(values) - 1)
+
+
+@needs_vllm
+def test_the_seed_loop_samples_its_tool_episodes_with_vllm(tmp_path, run_cli):
+    """The seeds' three domains (code with a sandbox, math, tool calls), shrunk to two RL steps:
+    multi-turn episodes of every domain come from vLLM."""
+    from veriloop.training import read_metrics
+
+    out = tmp_path / "sl"
+    shrunk = ["train_size=6", "heldout_size=2", "sft_steps=2", "sft_batch_size=5", "rl_steps=2"]
+    shrunk += ["prompts_per_step=5", "group_size=2", "max_tokens=16", "seesaw_every=5"]
+    result = run_cli("quickstart", "--recipe", "seed-loop", "engine=vllm", f"out={out}", *shrunk, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((out / "rl" / "train_config.json").read_text())["rollout"]["engine"] == "vllm"
+    steps = [m for m in read_metrics(out / "rl") if "groups/sampled" in m]
+    assert len(steps) == 2 and all(m["groups/sampled"] >= 5 for m in steps)
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["heldout_pass@1"]) >= {"code", "math", "tool"}
