@@ -78,6 +78,9 @@ class SharedBackend:
     def policy_version(self) -> int:
         return self.engine.policy_version
 
+    def update_of(self, model: Any, *, kept: bool) -> dict[str, torch.Tensor]:
+        return {}  # nothing to send: the engine samples with the trainer's own tensors
+
     def set_weights(self, version: int, state: dict[str, torch.Tensor] | None) -> None:
         self.engine.update_weights(None, version)
 
