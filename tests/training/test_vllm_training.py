@@ -132,7 +132,6 @@ def test_rl_with_vllm_rollouts_raises_the_reward(make_config, digit_tasks):
 
 @needs_vllm
 def test_lora_training_with_vllm_samples_from_the_merged_policy(make_config, digit_tasks):
-
     config = make_config(
         "vllm-lora",
         model={"lora_rank": 4},
