@@ -111,7 +111,7 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
 
 def trainable_state(model: Any) -> dict[str, torch.Tensor]:
     """A detached CPU copy of the weights the trainer changes (with LoRA: the adapters only)."""
-    return {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters() if p.requires_grad}
+    return cpu_copy({name: p for name, p in model.named_parameters() if p.requires_grad})
 
 
 def hf_weights(model: Any, trainable_only: bool = False) -> dict[str, torch.Tensor]:
