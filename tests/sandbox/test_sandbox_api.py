@@ -181,3 +181,37 @@ def test_a_run_whose_sandbox_goes_away_says_so():
     runner.join(timeout=30)
     [result] = results
     assert result.status == "killed" and result.sandbox_replaced
+
+
+def test_each_python_run_starts_from_the_state_of_python_dash_c(limits):
+    """The template sets up ``__main__``, ``sys.argv``, ``sys.path`` and stdio once; what one run
+    changes of them stays in its own copy, so the next run on the same server finds them fresh."""
+    spoil = (
+        "import sys, io\nleftover = 1\nsys.modules['__main__'].extra = 2\nsys.argv.append('spoilt')\n"
+        "sys.path.insert(0, '/spoilt')\nsys.modules['__main__'] = None\nsys.stdout = io.StringIO()\n"
+    )
+    check = (
+        "import sys\n"
+        "print(sys.argv, sys.path[0] == '', '/spoilt' in sys.path, sys.modules['__main__'].__dict__ is globals(),\n"
+        "      'leftover' in globals() or 'extra' in globals(), sys.stdout is sys.__stdout__, sys.stdout.fileno())"
+    )
+    with Sandbox(limits=limits, workers=1) as box:
+        assert box.run_python(spoil).ok
+        assert box.run_python(check).stdout == "['-c'] True False True False True 1\n"
+
+
+def test_code_arguments_and_file_names_keep_every_character(sandbox):
+    """Code, command arguments and file names reach the run's process as they were sent,
+    outside ASCII and the Basic Multilingual Plane and (arguments) not UTF-8 at all."""
+    code = "print('é\U0001f600\u0301', len('é\U0001f600\u0301'))"
+    assert sandbox.run_python(code).stdout == "é\U0001f600\u0301 3\n"
+    undecodable = b"\xff-x".decode("utf-8", "surrogateescape")
+    args = sandbox.run(
+        ["python3", "-c", "import os, sys; print([os.fsencode(a) for a in sys.argv[1:]])", "é", undecodable]
+    )
+    assert args.stdout == "[b'\\xc3\\xa9', b'\\xff-x']\n"
+    files = {"dossier/é\U0001f600.txt": "a", "plain.txt": b"\x00"}
+    listed = sandbox.run_python(
+        "import os; print(sorted(os.listdir('dossier')), open('plain.txt', 'rb').read())", files=files
+    )
+    assert listed.stdout == "['é\U0001f600.txt'] b'\\x00'\n"

@@ -20,13 +20,14 @@ raw_fork = ctypes.PyDLL(None, use_errno=True).fork
 raw_syscall = ctypes.PyDLL(None, use_errno=True).syscall
 CLONE_PARENT = 0x8000
 CLONE_SYSCALL = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
+CLONE_FLAGS = CLONE_PARENT | int(signal.SIGCHLD)  # made once: each clone then touches no signal module object
 PR_SET_DUMPABLE = 4
 
 
 def clone_parent():
     """A copy of this process that is a child of this process's parent (the server)."""
     if CLONE_SYSCALL is not None:
-        return raw_syscall(CLONE_SYSCALL, CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0)
+        return raw_syscall(CLONE_SYSCALL, CLONE_FLAGS, 0, 0, 0, 0)
     reader, writer = os.pipe()  # elsewhere: fork twice; the orphan is reparented to the server, the init
     middle = raw_fork()
     if middle == 0:

@@ -3,6 +3,7 @@ applies the rlimits and runs the code or the command (part of the server's scrip
 
 import atexit
 import builtins
+import marshal
 import os
 import resource
 import signal
@@ -16,6 +17,7 @@ from veriloop.sandbox.sandboxed._scratch import WORKSPACE  # sandbox: strip
 from veriloop.sandbox.sandboxed._workspace_files import prepare_workspace  # sandbox: strip
 
 REPORT_FD = 3  # in the child: where it reports a failed setup or exec (close-on-exec)
+JOB_LENGTH = struct.Struct("=Q")  # before the job's bytes
 
 
 def child_main(fds):
@@ -62,7 +64,7 @@ def read_job(fd):
         data = None if rest is None else data + rest
     if not data:
         return None
-    size = struct.unpack_from("=Q", data)[0]
+    size = JOB_LENGTH.unpack_from(data)[0]
     if len(data) - 8 >= size:
         return memoryview(data)[8 : 8 + size]
     rest = read_exact(fd, size - (len(data) - 8))
@@ -78,55 +80,40 @@ PLANNED_RLIMITS = (
     resource.RLIMIT_CORE,
     resource.RLIMIT_MSGQUEUE,  # POSIX message queues would outlive the run
 )
-CHILD_HEAD = struct.Struct("=c%dqQQQQ" % (2 * len(PLANNED_RLIMITS)))  # kind, rlimits, code, argv, files, archive
-CHILD_FILE = struct.Struct("=QQ")  # name and content lengths
 
 
 def child_job(job, blobs):
-    """The job as the run's process reads it (``RunPlan``): a fixed struct of its kind, rlimits
-    and lengths, then the file names and lengths, the code, the arguments, the files' contents
-    and the workspace archive, as bytes."""
-    limits = [value for pair in rlimit_plan(job["enforced"]) for value in pair]
-    code = job["code"].encode("utf-8", "surrogatepass") if job["kind"] != "exec" else b""
-    argv = b"\0".join(arg.encode("utf-8", "surrogateescape") for arg in job["argv"]) if job["kind"] == "exec" else b""
-    files = [(name.encode("utf-8", "surrogateescape"), blobs[index]) for name, index in job["files"].items()]
+    """The job as the run's process reads it (``RunPlan``): one ``marshal`` record of its
+    rlimits, its code or arguments, the files' names and sizes and the archive's size, then the
+    files' contents and the workspace archive as they are. The run decodes the record in one C
+    call: every object its own Python code made there would copy a page of the template for it."""
+    files = [(name, blobs[index]) for name, index in job["files"].items()]
     index = job.get("archive")
     archive = blobs[index] if index is not None else b""
-    kind = b"X" if job["kind"] == "exec" else b"P"
-    parts = [CHILD_HEAD.pack(kind, *limits, len(code), len(argv), len(files), len(archive))]
-    parts += [CHILD_FILE.pack(len(name), len(content)) for name, content in files]
-    parts += [code, argv, *[name for name, _ in files], *[content for _, content in files], archive]
-    return parts
+    code, argv = (None, tuple(job["argv"])) if job["kind"] == "exec" else (job["code"], None)
+    sizes = tuple((name, len(content)) for name, content in files)
+    record = marshal.dumps((tuple(rlimit_plan(job["enforced"])), code, argv, sizes, len(archive)))
+    return [record, *[content for _, content in files], archive]
 
 
 class RunPlan:
     """What the run's process needs of its job, read from ``child_job``'s bytes."""
 
+    __slots__ = ("truncated", "rlimits", "code", "argv", "files", "archive")
+
     def __init__(self, data):
         self.truncated = data is None
         if data is None:
             return
-        view = memoryview(data)
-        head = CHILD_HEAD.unpack_from(view)
-        kind, limits, (code_size, argv_size, file_count, archive_size) = head[0], head[1:-4], head[-4:]
-        self.rlimits = [(limits[i], limits[i + 1]) for i in range(0, len(limits), 2)]
-        offset = CHILD_HEAD.size
-        sizes = [CHILD_FILE.unpack_from(view, offset + i * CHILD_FILE.size) for i in range(file_count)]
-        offset += file_count * CHILD_FILE.size
-        self.code = str(view[offset : offset + code_size], "utf-8", "surrogatepass")
-        offset += code_size
-        argv = bytes(view[offset : offset + argv_size])
-        self.argv = [os.fsdecode(arg) for arg in argv.split(b"\0")] if kind == b"X" else None
-        offset += argv_size
-        names = []
-        for name_size, _ in sizes:
-            names.append(str(view[offset : offset + name_size], "utf-8", "surrogateescape"))
-            offset += name_size
-        self.files = []
-        for name, (_, content_size) in zip(names, sizes):
-            self.files.append((name, view[offset : offset + content_size]))
-            offset += content_size
-        self.archive = view[offset : offset + archive_size] if archive_size else b""
+        self.rlimits, self.code, self.argv, sizes, archive_size = marshal.loads(data)  # ignores the bytes after it
+        self.files, self.archive = [], b""
+        if sizes or archive_size:
+            view = memoryview(data)
+            offset = len(view) - sum(size for _, size in sizes) - archive_size
+            for name, size in sizes:
+                self.files.append((name, view[offset : offset + size]))
+                offset += size
+            self.archive = view[offset:]
 
 
 HARD_LIMITS = ()  # this server's hard limit of each of PLANNED_RLIMITS, read at start (``read_hard_limits``)
@@ -171,14 +158,21 @@ def exec_command(argv):
         os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
 
 
-def exec_python(code):
-    # The server's own stdio objects wrap descriptors 0-2, now the run's pipes; it never used them.
+def prepare_python_runs():
+    """Set up, once in the template, the interpreter state every Python run starts from as
+    ``python -c`` would: a fresh ``__main__``, ``sys.argv`` and ``sys.path``, stdio objects
+    on descriptors 0-2 (the run's pipes once it has them). No job shapes it, so each run finds
+    it in its copy without writing those pages itself."""
     sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     sys.argv[:] = ["-c"]
     sys.path.insert(0, "")
+
+
+def exec_python(code):
+    main = sys.modules["__main__"]  # fresh: made by prepare_python_runs in the template
     status = 0
     try:
         compiled = compile(code, "<string>", "exec")

@@ -57,7 +57,7 @@ import time
 from veriloop.sandbox.sandboxed._frames import read_frame, write_all, write_frame, write_parts  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import PR_SET_DUMPABLE, drop_capabilities, libc  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import process_settings  # sandbox: strip
-from veriloop.sandbox.sandboxed._run import child_job, on_sigint, read_hard_limits  # sandbox: strip
+from veriloop.sandbox.sandboxed._run import JOB_LENGTH, child_job, on_sigint, read_hard_limits  # sandbox: strip
 from veriloop.sandbox.sandboxed._scratch import clean_scratch, prepare_scratch  # sandbox: strip
 from veriloop.sandbox.sandboxed._supervise import classify, ended_or_ending, kill_everything  # sandbox: strip
 from veriloop.sandbox.sandboxed._supervise import nothing_made_since, read_capped, supervise  # sandbox: strip
@@ -138,7 +138,7 @@ def run_job(frame, child):
         return unserved(started)
     try:
         parts = child_job(job, blobs)
-        write_parts(job_w, [struct.pack("=Q", sum(map(len, parts))), *parts])
+        write_parts(job_w, [JOB_LENGTH.pack(sum(map(len, parts))), *parts])
     except BrokenPipeError:  # the child was gone before it had its whole job: it never ran it
         for fd in child.ends:
             os.close(fd)

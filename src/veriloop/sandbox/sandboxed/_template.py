@@ -4,6 +4,7 @@ handle on it (part of the server's script)."""
 import ctypes
 import fcntl
 import os
+import re
 import socket
 import struct
 import sys
@@ -12,7 +13,7 @@ from veriloop.sandbox.sandboxed._guard import guard_filter  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import OWN_FILES, clone_parent, libc, own_file  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import forget_own_files  # sandbox: strip
 from veriloop.sandbox.sandboxed._kernel import process_settings, raw_fork  # sandbox: strip
-from veriloop.sandbox.sandboxed._run import child_main  # sandbox: strip
+from veriloop.sandbox.sandboxed._run import child_main, prepare_python_runs  # sandbox: strip
 
 ANSWER_WAIT_S = 2.0  # a template answers in milliseconds; far less than a run's deadline grace on the host
 SPAWN_FDS = 5  # the descriptors the server hands the template for a child: job, stdin, stdout, stderr, report
@@ -21,6 +22,11 @@ CAP_SYS_ADMIN = 21
 CLONE_NEWNET = 0x40000000
 SIOCSIFFLAGS, IFF_UP, IFF_RUNNING = 0x8914, 0x1, 0x40
 SOCKET_TABLE = "/proc/self/net/sockstat"  # counts sockets of every family, TIME_WAIT and orphans included
+# This namespace's own counters in it: sockets in use (of every family, orphaned TCP ones included)
+# and TIME_WAIT ones. (The table's alloc, orphan and mem figures count every namespace.)
+OWN_SOCKET_COUNTS = re.compile(rb"\b(?:used|inuse|tw) (\d+)")
+SPAWN_FD_BLOCK = struct.Struct("=%di" % SPAWN_FDS)
+PID_ANSWER = struct.Struct("=i")
 
 
 def may_make_networks():
@@ -34,15 +40,20 @@ def may_make_networks():
 
 
 def socket_counts():
-    """This network namespace's own socket counters: sockets in use (of every family, orphaned
-    TCP ones included) and TIME_WAIT ones. They differ from a fresh namespace's when a run left a
-    socket behind. (The table's alloc, orphan and mem figures count every namespace: left out.)"""
-    lines = os.pread(own_file(SOCKET_TABLE), 1 << 16, 0).split(b"\n")
-    counts = []
-    for line in lines:
-        words = line.split()
-        counts += [words[index + 1] for index, word in enumerate(words) if word in (b"used", b"inuse", b"tw")]
-    return counts
+    """This network namespace's own socket counters (``OWN_SOCKET_COUNTS``). They differ from a
+    fresh namespace's when a run left a socket behind."""
+    return OWN_SOCKET_COUNTS.findall(os.pread(own_file(SOCKET_TABLE), 1 << 16, 0))
+
+
+def received_fds(ancillary):
+    """The descriptors passed in a message's ancillary data (``recvmsg``), in order."""
+    if len(ancillary) == 1 and ancillary[0][1] == socket.SCM_RIGHTS and len(ancillary[0][2]) == SPAWN_FD_BLOCK.size:
+        return SPAWN_FD_BLOCK.unpack(ancillary[0][2])  # the usual message: unpacked with a struct made once
+    fds = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += struct.unpack("=%di" % (len(data) // 4), data[: len(data) // 4 * 4])
+    return fds
 
 
 def fresh_network():
@@ -64,13 +75,18 @@ def template_main(requests, settings):
     guard = guard_filter(os.getpid())
     if guard is not None and libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(guard), 0, 0):
         os._exit(1)  # the server finds its template gone and the host replaces the sandbox
+    prepare_python_runs()
     renew = may_make_networks()
     clean = socket_counts()
+    space = socket.CMSG_SPACE(SPAWN_FD_BLOCK.size)
+    reseed = sys.modules["_random"].Random.seed  # as random.seed() does, without its Python frame
+    generator = sys.modules["random"]._inst
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(requests, 16, SPAWN_FDS)
+            message, ancillary, _, _ = requests.recvmsg(16, space)
         except OSError:
             os._exit(0)
+        fds = received_fds(ancillary)
         if not message:
             os._exit(0)
         pid = -1
@@ -81,14 +97,14 @@ def template_main(requests, settings):
             except OSError:
                 settings = None  # no copy in a used network: the server replaces the sandbox
         if len(fds) == SPAWN_FDS and process_settings() == settings:
-            sys.modules["random"].seed()  # each run gets its own random state, as a new process would
+            reseed(generator, None)  # each run gets its own random state, as a new process would
             pid = clone_parent()
             if pid == 0:
                 requests.detach()
                 child_main(fds)
         for fd in fds:
             os.close(fd)
-        requests.send(struct.pack("=i", pid))
+        requests.send(PID_ANSWER.pack(pid))
 
 
 class Template:
@@ -131,5 +147,5 @@ class Template:
             answer = self.requests.recv(4)  # OSError (EAGAIN) past the SO_RCVTIMEO set at start
         except OSError:
             return None
-        pid = struct.unpack("=i", answer)[0] if len(answer) == 4 else -1
+        pid = PID_ANSWER.unpack(answer)[0] if len(answer) == PID_ANSWER.size else -1
         return pid if pid > 0 else None
