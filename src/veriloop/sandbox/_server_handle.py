@@ -45,6 +45,7 @@ from veriloop.sandbox._limits import MIB, EnforcedLimits, Limits, enforced_limit
 
 _READY_TIMEOUT_S = 30.0
 _GRACE_S = 5.0
+_END_WAIT_S = 1.0  # an idle server told to end does so in milliseconds
 _BYTES_PER_S = 20 * MIB  # allowance for moving files in and out of the sandbox
 _STDERR_TAIL = 4096
 _MAX_HEADER = 64 * 1024  # an answer's JSON header: status, codes, times, detail
@@ -538,9 +539,23 @@ class ServerHandle:
             if pipe is not None:
                 pipe.close()
 
+    def _end(self) -> None:
+        """Close an idle server's stdin and give it ``_END_WAIT_S`` to end: it reaps its
+        template and the process it keeps for the next run, so that every process's CPU time
+        is counted in the host's children's. A busy or broken server is left to ``close``,
+        which kills it."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or not self._is_ready():
+            return
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            proc.stdin.close()
+            proc.wait(timeout=_END_WAIT_S)
+
     def shutdown(self) -> None:
-        """Close for good: also remove the memory cgroup."""
+        """Close for good: an idle server is asked to end first (``_end``); also remove the
+        memory cgroup."""
         self._shut = True
+        self._end()
         self.close()
         if self._cap is not None:
             self._cap.remove()

@@ -242,6 +242,21 @@ STARTED, UNSERVED = b"S", b"U"  # before an answer: whether the job was handed t
 TEMPLATE_PID = None  # spared when the server ends a run's processes
 
 
+def end(template, child):
+    """The host closed our stdin: let the process kept for the next run and the template go
+    (each exits at the end of its pipe) and reap them, so that their CPU time is counted in
+    ours, and so in the host's (what the benchmarks count). A template that does not end keeps
+    us here until the host kills the sandbox."""
+    for fd in child.ends:
+        os.close(fd)
+    template.requests.close()
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
+
+
 def release_free_heap():
     """Give back to the kernel the heap pages the script's compilation and the warm imports
     freed, before the template is forked: each run's clone copies the page table of every
@@ -283,6 +298,7 @@ def main():
     while True:
         frame = read_frame(control_in)
         if frame is None:
+            end(template, child)
             return
         reply = run_job(frame, child)
         if not reply.pop("started", True):
