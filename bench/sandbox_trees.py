@@ -7,7 +7,9 @@ round: the same snippets as ``python3 -c`` subprocesses on 2 threads. The order 
 flips every round (A B, B A, ...), so load from other work on a shared machine falls on both
 alike; each figure is the median over ``--rounds``. Every process of a tree's sandbox is
 counted in its CPU per snippet (the sandbox is closed, so its servers are reaped, and the CPU
-of starting and closing an unused one is subtracted).
+of starting and closing an unused one is subtracted), except in trees from before closing
+asked an idle server to end (``be0525e``): their servers were killed, and their templates'
+CPU reached no account.
 
 Prints one JSON line: per tree, snippets/s, its ratio to the plain rate, CPU ms per snippet
 and every round's rate; and each tree's rate over the first's.
