@@ -160,19 +160,21 @@ def exec_command(argv):
 
 def prepare_python_runs():
     """Set up, once in the template, the interpreter state every Python run starts from as
-    ``python -c`` would: a fresh ``__main__``, ``sys.argv`` and ``sys.path``, stdio objects
-    on descriptors 0-2 (the run's pipes once it has them). No job shapes it, so each run finds
-    it in its copy without writing those pages itself."""
+    ``python -c`` would: a fresh ``__main__``, ``sys.argv``, stdio objects on descriptors 0-2
+    (the run's pipes once it has them). No job shapes it, so each run finds it in its copy
+    without writing those pages itself. (Not ``sys.path``'s working directory: the template's
+    is the workspace, which holds the last run's files when it makes the next run's process, and
+    it must never import from there.)"""
     sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     sys.argv[:] = ["-c"]
-    sys.path.insert(0, "")
 
 
 def exec_python(code):
     main = sys.modules["__main__"]  # fresh: made by prepare_python_runs in the template
+    sys.path.insert(0, "")
     status = 0
     try:
         compiled = compile(code, "<string>", "exec")

@@ -27,6 +27,7 @@ SOCKET_TABLE = "/proc/self/net/sockstat"  # counts sockets of every family, TIME
 OWN_SOCKET_COUNTS = re.compile(rb"\b(?:used|inuse|tw) (\d+)")
 SPAWN_FD_BLOCK = struct.Struct("=%di" % SPAWN_FDS)
 PID_ANSWER = struct.Struct("=i")
+RIGHTS = (socket.SOL_SOCKET, socket.SCM_RIGHTS)  # the level and type of passed descriptors
 
 
 def may_make_networks():
@@ -47,11 +48,11 @@ def socket_counts():
 
 def received_fds(ancillary):
     """The descriptors passed in a message's ancillary data (``recvmsg``), in order."""
-    if len(ancillary) == 1 and ancillary[0][1] == socket.SCM_RIGHTS and len(ancillary[0][2]) == SPAWN_FD_BLOCK.size:
+    if len(ancillary) == 1 and ancillary[0][:2] == RIGHTS and len(ancillary[0][2]) == SPAWN_FD_BLOCK.size:
         return SPAWN_FD_BLOCK.unpack(ancillary[0][2])  # the usual message: unpacked with a struct made once
     fds = []
     for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+        if (level, kind) == RIGHTS:
             fds += struct.unpack("=%di" % (len(data) // 4), data[: len(data) // 4 * 4])
     return fds
 
@@ -81,6 +82,7 @@ def template_main(requests, settings):
     space = socket.CMSG_SPACE(SPAWN_FD_BLOCK.size)
     reseed = sys.modules["_random"].Random.seed  # as random.seed() does, without its Python frame
     generator = sys.modules["random"]._inst
+    generator.gauss_next = None  # what random.seed() also resets; the template never draws, so it stays so
     while True:
         try:
             message, ancillary, _, _ = requests.recvmsg(16, space)
