@@ -187,8 +187,9 @@ def test_a_run_whose_sandbox_goes_away_says_so():
 
 
 def test_each_python_run_starts_from_the_state_of_python_dash_c(limits):
-    """The template sets up ``__main__``, ``sys.argv``, ``sys.path`` and stdio once; what one run
-    changes of them stays in its own copy, so the next run on the same server finds them fresh."""
+    """The template sets up ``__main__``, ``sys.argv`` and stdio once (each run puts its working
+    directory first on ``sys.path``); what one run changes of them stays in its own copy, so the
+    next run on the same server finds them fresh."""
     spoil = (
         "import sys, io\nleftover = 1\nsys.modules['__main__'].extra = 2\nsys.argv.append('spoilt')\n"
         "sys.path.insert(0, '/spoilt')\nsys.modules['__main__'] = None\nsys.stdout = io.StringIO()\n"
