@@ -74,6 +74,54 @@ def test_a_run_finds_nothing_of_earlier_runs_in_its_memory(box):
         assert set(json.loads(later.stdout)).isdisjoint({code, stdin, stdout, stderr, file}), later.stdout
 
 
+# Reads what it can of every other process it can see (the server passes jobs on; the template
+# is copied): memory through its maps, command line, environment, open files' names.
+OTHER_PROCESSES_SCAN = r"""
+import json, os, re
+pattern = re.compile(rb"vl-earlier-[0-9a-f]{12}")
+found, seen = set(), []
+for pid in (p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()):
+    seen.append(pid)
+    texts = []
+    for name in ('cmdline', 'environ', 'status', 'stat'):
+        try:
+            texts.append(open(f'/proc/{pid}/{name}', 'rb').read())
+        except OSError:
+            pass
+    try:
+        texts += [os.readlink(f'/proc/{pid}/fd/{fd}').encode() for fd in os.listdir(f'/proc/{pid}/fd')]
+    except OSError:
+        pass
+    try:
+        with open(f'/proc/{pid}/maps') as maps, open(f'/proc/{pid}/mem', 'rb', buffering=0) as mem:
+            for line in maps:
+                start, end = (int(part, 16) for part in line.split()[0].split('-'))
+                try:
+                    mem.seek(start)
+                    texts.append(mem.read(end - start))
+                except (OSError, OverflowError, ValueError):
+                    pass
+    except OSError:
+        pass
+    for text in texts:
+        found.update(match.decode() for match in pattern.findall(text))
+print(json.dumps({'seen': len(seen), 'found': sorted(found)}))
+"""
+
+
+def test_no_process_a_run_can_see_holds_anything_of_earlier_runs(box):
+    markers = [_marker() for _ in range(3)]
+    earlier = box.run_python(
+        f"print({markers[0]!r})\nimport sys\nprint({markers[1]!r}, file=sys.stderr)", stdin=markers[2]
+    )
+    assert earlier.ok, earlier
+    later = box.run_python(OTHER_PROCESSES_SCAN)
+    assert later.ok, later
+    scan = json.loads(later.stdout)
+    assert scan["seen"] >= 1  # the server at least: the scan had somewhere to look
+    assert scan["found"] == [], scan
+
+
 def test_a_run_still_finds_its_own_data_in_its_memory(box):
     own = _marker()
     result = box.run_python(f"kept = {own!r}\n" + MEMORY_SCAN)
