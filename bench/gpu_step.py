@@ -130,6 +130,7 @@ def main() -> None:
                     "group_size": args.group_size,
                     "max_tokens": args.new_tokens,
                     "max_batch_size": args.prompts * args.group_size,
+                    "concurrency": args.prompts * args.group_size,  # every sample of a step in one batch
                 },
                 "algorithm": {"dynamic_sampling": False},
                 "optim": {"lr": 1e-6, "warmup_steps": 0, "micro_batch_size": args.micro_batch_size},

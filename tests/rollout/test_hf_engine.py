@@ -54,7 +54,12 @@ def test_greedy_is_deterministic_and_stop_strings_end_a_sample(tiny_engine):
 
 
 @pytest.mark.determinism
-def test_concurrent_requests_are_batched_and_equal_to_sync(tiny_engine):
+@pytest.mark.parametrize("passes_apart", [0, 2])
+def test_concurrent_requests_are_batched_and_equal_to_sync(tiny_engine, passes_apart):
+    # passes_apart=2: the requests trickle in over several passes of the event loop, as after a
+    # batch ends (its episodes come back one at a time, each when its verification returns, then
+    # another waiting for a slot). The first must not be sampled alone (a full run of decode
+    # steps for one row) while the others queue behind it.
     params = [SamplingParams(max_tokens=6, seed=s) for s in range(6)]
     calls = []
     original = tiny_engine.sample_rows
@@ -63,8 +68,13 @@ def test_concurrent_requests_are_batched_and_equal_to_sync(tiny_engine):
         calls.append(len(rows))
         return original(rows, p, *limits)
 
+    async def after_passes(p, passes):
+        for _ in range(passes):
+            await asyncio.sleep(0)
+        return await tiny_engine.agenerate([CHAT], p)
+
     async def main():
-        return await asyncio.gather(*(tiny_engine.agenerate([CHAT], p) for p in params))
+        return await asyncio.gather(*(after_passes(p, passes_apart * i) for i, p in enumerate(params)))
 
     tiny_engine.sample_rows = counting
     try:

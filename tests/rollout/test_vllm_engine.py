@@ -184,6 +184,34 @@ def test_agenerate_batches_concurrent_calls_without_blocking_the_loop(vllm_engin
 
 
 @needs_vllm
+def test_requests_that_trickle_in_share_one_vllm_call(vllm_engine):
+    # Requests arriving over several passes of the event loop (episodes coming back one at a time
+    # after a batch) go into one call, not one call for the first and another for the rest.
+    params = [SamplingParams(max_tokens=8, seed=s) for s in range(6)]
+    calls = []
+    original = vllm_engine.sample_rows
+
+    def counting(rows, row_params):
+        calls.append(len(rows))
+        return original(rows, row_params)
+
+    async def after_passes(p, passes):
+        for _ in range(passes):
+            await asyncio.sleep(0)
+        return await vllm_engine.agenerate([CHAT], p)
+
+    async def main():
+        return await asyncio.gather(*(after_passes(p, 2 * i) for i, p in enumerate(params)))
+
+    vllm_engine.sample_rows = counting
+    try:
+        asyncio.run(main())
+    finally:
+        del vllm_engine.sample_rows
+    assert calls == [6]
+
+
+@needs_vllm
 def test_partial_and_full_weight_pushes(vllm_engine, tiny_engine, tiny_model_dir):
     import torch
 

@@ -68,6 +68,30 @@ def eos_token_ids(tokenizer: Any, generation_eos: int | list[int] | None) -> fro
     return frozenset(t for t in eos if t is not None)
 
 
+GATHER_STEP_S = 0.001  # how long a batcher waits for one more request to arrive
+GATHER_STEPS = 20  # the most steps it waits before a batch, however steadily requests arrive
+
+
+async def gather_requests(pending: Sequence[tuple[Sequence[Any], Any, Any]], limit: int) -> None:
+    """Wait while requests still arrive at a batcher, so that its next batch takes them together.
+
+    ``pending`` holds ``(rows, params, future)`` items. One pass of the event loop lets every
+    ready coroutine enqueue its request; then the wait goes on in steps of ``GATHER_STEP_S``
+    for as long as each step brings more (``GATHER_STEPS`` at most), or until ``limit`` rows
+    wait. Episodes released by the batch that just ended come back one at a time, each after
+    its verification on another thread; without the wait the first of them would be sampled
+    alone, a full run of decode steps for one row, while the others queue for the batch after.
+    """
+    await asyncio.sleep(0)
+    for _ in range(GATHER_STEPS):
+        before = len(pending)
+        if sum(len(rows) for rows, _, _ in pending) >= limit:
+            return
+        await asyncio.sleep(GATHER_STEP_S)
+        if len(pending) == before:
+            return
+
+
 def settle_batch(
     taken: Sequence[tuple[Sequence[Any], Any, asyncio.Future[list[Sample]]]], outcome: list[Sample] | Exception
 ) -> None:

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from veriloop.core import UserError, ensure_strict_blas
-from veriloop.rollout._engine import ENGINES, Prompt, encode_chat_or_ids, eos_token_ids, settle_batch
+from veriloop.rollout._engine import (
+    ENGINES,
+    Prompt,
+    encode_chat_or_ids,
+    eos_token_ids,
+    gather_requests,
+    settle_batch,
+)
 from veriloop.rollout._kv_sessions import KVSessions, LayerKV
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._sampling import Sample, SamplingParams
@@ -532,7 +539,7 @@ class _Batcher:
 
     async def _run(self) -> None:
         while self._pending:
-            await asyncio.sleep(0)  # let every ready coroutine enqueue its request first
+            await gather_requests(self._pending, self.engine.max_batch_size)
             params = self._pending[0][1]
             group = [p for p in self._pending if _shares_batch(p[1], params)]
             taken, size = [], 0

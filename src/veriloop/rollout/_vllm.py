@@ -40,7 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from veriloop.core import UserError
-from veriloop.rollout._engine import ENGINES, Prompt, encode_chat_or_ids, eos_token_ids, settle_batch
+from veriloop.rollout._engine import (
+    ENGINES,
+    Prompt,
+    encode_chat_or_ids,
+    eos_token_ids,
+    gather_requests,
+    settle_batch,
+)
 from veriloop.rollout._sampling import Sample, SamplingParams
 from veriloop.rollout._stopping import repeating_block
 
@@ -136,6 +143,7 @@ class VLLMEngine:
         config = AutoConfig.from_pretrained(path)
         positions = getattr(config, "max_position_embeddings", None) or 4096
         self.max_model_len = max_model_len or min(positions, 4096)
+        self.max_num_seqs = max_num_seqs
         self._tokenizer = AutoTokenizer.from_pretrained(path)
         self.tied_embeddings = bool(getattr(config, "tie_word_embeddings", False))
         self.weight_names = _checkpoint_names(path)
@@ -369,7 +377,7 @@ class _Batcher:
 
     async def _run(self) -> None:
         while self._pending:
-            await asyncio.sleep(0)  # let every ready coroutine enqueue its request first
+            await gather_requests(self._pending, self.engine.max_num_seqs)
             taken, self._pending = self._pending, []
             rows = [row for item_rows, _, _ in taken for row in item_rows]
             params = [p for item_rows, p, _ in taken for _ in item_rows]
