@@ -170,6 +170,15 @@ def test_a_run_that_signals_the_template_another_way_gets_a_fresh_sandbox(box, n
     assert time.monotonic() - started < 2.0, "the next run waited for the stopped template"
 
 
+def test_runs_start_with_no_signal_blocked(box):
+    # The template blocks every signal (one a run sends it stays pending, for the server to see);
+    # its copies must not pass that on to the program a run starts.
+    python = box.run_python("print([l.split()[1] for l in open('/proc/self/status') if l.startswith('SigBlk')][0])")
+    command = box.run(["grep", "SigBlk", "/proc/self/status"])
+    assert python.stdout.strip() == "0000000000000000", python
+    assert command.stdout.split() == ["SigBlk:", "0000000000000000"], command
+
+
 # ---- shaping later runs: limits, priorities, affinity, OOM score, sysctls ------------------
 
 SETTINGS_PROBE = r"""

@@ -3,6 +3,7 @@ applies the rlimits and runs the code or the command (part of the server's scrip
 
 import atexit
 import builtins
+import ctypes
 import marshal
 import os
 import resource
@@ -18,6 +19,8 @@ from veriloop.sandbox.sandboxed._workspace_files import prepare_workspace  # san
 
 REPORT_FD = 3  # in the child: where it reports a failed setup or exec (close-on-exec)
 JOB_LENGTH = struct.Struct("=Q")  # before the job's bytes
+SIG_SETMASK = 2
+NO_SIGNALS = ctypes.create_string_buffer(128)  # an empty sigset_t: the mask a run starts with
 
 
 def child_main(fds):
@@ -28,6 +31,7 @@ def child_main(fds):
     a few struct calls instead of a JSON parser."""
     job_r, stdin_r, stdout_w, stderr_w, report_w = fds
     try:
+        libc.pthread_sigmask(SIG_SETMASK, NO_SIGNALS, None)  # the template blocks every signal; a run none
         drop_capabilities()  # the template's, kept for making network namespaces; a run has none
         plan = RunPlan(read_job(job_r))
         if plan.truncated:

@@ -5,6 +5,7 @@ import ctypes
 import fcntl
 import os
 import re
+import signal
 import socket
 import struct
 import sys
@@ -71,7 +72,12 @@ def template_main(requests, settings):
     """Serve copies of this process until the server goes. Each request carries only the
     descriptors the copy will use; the template never reads job data, so it never holds any.
     Before a copy, a network namespace a run left sockets in (TIME_WAIT ones outlive every
-    process) is replaced, so that each run starts from a network as fresh as its files."""
+    process) is replaced, so that each run starts from a network as fresh as its files.
+
+    Every signal that can be blocked is: one a run sends it (through a file's I/O owner, a path
+    the seccomp guard cannot see) stays pending, where the server sees it once the run is gone,
+    rather than running a handler in the template while the server looks."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     forget_own_files()  # the server's /proc/self files
     guard = guard_filter(os.getpid())
     if guard is not None and libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(guard), 0, 0):
