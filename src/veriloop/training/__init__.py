@@ -3,7 +3,9 @@
 from veriloop.training._backends import ROLLOUT_BACKENDS, LocalBackend, RolloutBackend, SharedBackend
 from veriloop.training._config import SFTConfig, TrainConfig, load_config
 from veriloop.training._data import SamplerState, TaskSampler
+from veriloop.training._fetch_model import KNOWN_MODELS, FetchedModel, KnownModel, fetch_model, model_cache_dir
 from veriloop.training._heartbeat import Heartbeats, Stall, read_events
+from veriloop.training._import_gguf import ImportedModel, import_gguf
 from veriloop.training._ledger import Draw, PromptLedger, ledger_summary, read_ledger
 from veriloop.training._metrics import read_metrics
 from veriloop.training._pipeline import AsyncSampler, SampledBatch
@@ -23,10 +25,14 @@ from veriloop.training._sft import (
 from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
 
 __all__ = [
+    "KNOWN_MODELS",
     "ROLLOUT_BACKENDS",
     "AsyncSampler",
     "Draw",
+    "FetchedModel",
     "Heartbeats",
+    "ImportedModel",
+    "KnownModel",
     "LocalBackend",
     "PromptLedger",
     "QuickstartConfig",
@@ -46,9 +52,12 @@ __all__ = [
     "TrainConfig",
     "WorkerSpec",
     "episode_config",
+    "fetch_model",
+    "import_gguf",
     "init_tiny_model",
     "ledger_summary",
     "load_config",
+    "model_cache_dir",
     "read_conversations",
     "read_events",
     "read_ledger",
