@@ -1,3 +1,4 @@
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -32,7 +33,7 @@ def test_lean_cache_decoding_equals_a_full_forward(tiny_model_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     lean = LeanDecoder(model)
     ids, attention, positions = _inputs()
-    cache = lean.new_cache(3, 12, model.model.embed_tokens.weight)
+    cache = lean.new_cache(3, 12)
     key_mask = attention.bool()
     with torch.no_grad():
         expected = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits[:, -1]
@@ -100,3 +101,33 @@ def test_shared_prompt_forward_equals_the_model_and_its_gradients(tiny_model_dir
         assert (shared is None) == (expected is None)
         if expected is not None:
             assert torch.allclose(shared, expected, rtol=1e-7, atol=1e-7)
+
+
+def test_bfloat16_snapshot_samples_what_a_bfloat16_model_samples(tiny_model_dir):
+    """A float32 policy sampled with sample_dtype=bfloat16 gives the tokens and log-probs of the
+    same weights loaded in bfloat16, and the snapshot follows weight updates."""
+    snapshot = create_engine("hf", model=str(tiny_model_dir), sample_dtype="bfloat16")
+    loaded = create_engine("hf", model=str(tiny_model_dir), dtype="bfloat16")
+    assert next(snapshot.model.parameters()).dtype == torch.float32
+    prompts = [[{"role": "user", "content": "What is 1+2?"}], [{"role": "user", "content": "Hi"}]]
+    params = SamplingParams(n=3, max_tokens=12, seed=4)
+    for a, b in zip(snapshot.generate(prompts, params), loaded.generate(prompts, params)):
+        assert [s.token_ids for s in a] == [s.token_ids for s in b]
+        assert [s.logprobs for s in a] == [s.logprobs for s in b]
+    assert snapshot.lean.dtype == torch.float32  # the snapshot lives for a batch only
+    with torch.no_grad():
+        for parameter in snapshot.model.parameters():
+            parameter.mul_(2.0)  # exact in both precisions
+        for parameter in loaded.model.parameters():
+            parameter.mul_(2.0)  # exact in both precisions
+    for a, b in zip(snapshot.generate(prompts, params), loaded.generate(prompts, params)):
+        assert [s.logprobs for s in a] == [s.logprobs for s in b]
+
+
+def test_sampling_in_another_precision_needs_the_lean_forward(tiny_model_dir):
+    from veriloop.core import UserError
+
+    with pytest.raises(UserError, match="lean forward"):
+        create_engine("hf", model=str(tiny_model_dir), lean=False, sample_dtype="bfloat16")
+    with pytest.raises(UserError, match="float32 or bfloat16"):
+        create_engine("hf", model=str(tiny_model_dir), sample_dtype="int8")

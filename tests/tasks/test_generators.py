@@ -115,3 +115,27 @@ def test_bad_options_are_user_errors(options, message):
 def test_unknown_generator_lists_the_known_ones():
     with pytest.raises(UserError, match="unknown task generator 'poetry'; known: .*arithmetic.*numeric-tables"):
         generate_tasks("poetry", seed=1, size=1)
+
+
+def test_arithmetic_split_sides_share_no_expression_whatever_the_seed():
+    from veriloop.tasks._arithmetic import on_heldout_side
+
+    options = {"difficulty": 1, "operands": 2, "max_operand": 9, "operators": "+-"}
+    train = generate_tasks("arithmetic", seed=1, size=2000, split="train", **options)
+    heldout = generate_tasks("arithmetic", seed=2, size=200, split="heldout", **options)
+    fresh = generate_tasks("arithmetic", seed=7, size=200, split="heldout", **options)
+    train_expressions = {t.metadata["expression"] for t in train}
+    heldout_expressions = {t.metadata["expression"] for t in heldout + fresh}
+    assert not train_expressions & heldout_expressions
+    assert all(on_heldout_side(e, 0.25) for e in heldout_expressions)
+    # Together the sides cover the space: the partition only splits it.
+    everything = {t.metadata["expression"] for t in generate_tasks("arithmetic", seed=3, size=2000, **options)}
+    assert everything == train_expressions | heldout_expressions
+    assert train[0].id.startswith("arithmetic/split=train/1/")
+
+
+def test_arithmetic_split_with_no_expression_on_its_side_is_a_clear_error():
+    with pytest.raises(UserError, match="split=heldout"):
+        generate_tasks(
+            "arithmetic", seed=0, size=1, operands=2, max_operand=1, operators="+", split="heldout", heldout_share=0.01
+        )

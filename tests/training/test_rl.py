@@ -62,6 +62,26 @@ def test_sampler_logprobs_match_recomputed_ones(make_config, digit_tasks):
     assert metrics["logprob_mismatch/mean_abs"] < 1e-4
 
 
+def test_bfloat16_sampling_and_autocast_train_float32_weights(make_config, digit_tasks):
+    """rollout.dtype=bfloat16 samples from a bfloat16 snapshot (its log-probs differ from the
+    float32 policy's by bfloat16 rounding, and are measured); optim.autocast=bfloat16 computes the
+    passes in bfloat16 while the weights, their gradients and AdamW stay float32."""
+    config = make_config(
+        rollout={"dtype": "bfloat16"},
+        optim={"autocast": "bfloat16"},
+        algorithm={"recompute_logprobs": True},
+        run={"steps": 1},
+    )
+    trainer = RLTrainer(config, tasks=digit_tasks)
+    before = _weights(trainer.model)
+    metrics = trainer.step()
+    assert 0 < metrics["logprob_mismatch/mean_abs"] < 0.1
+    after = _weights(trainer.model)
+    assert all(v.dtype == torch.float32 for v in after.values())
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    assert all(p.grad is None or p.grad.dtype == torch.float32 for p in trainer.model.parameters())
+
+
 def test_kl_penalty_and_reference_model(make_config, digit_tasks):
     trainer = RLTrainer(make_config(algorithm={"beta": 0.1, "entropy_coef": 0.01}, run={"steps": 2}), tasks=digit_tasks)
     history = trainer.train()

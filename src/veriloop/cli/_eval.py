@@ -33,6 +33,12 @@ def eval_(
     train: list[Path] = typer.Option([], "--train", help="training task set: warn when the eval set overlaps it"),
     chunk_size: int = typer.Option(16, "--chunk-size", min=1, help="tasks per resumable part file"),
     device: str = typer.Option("cpu", "--device", help="device for a local model (cpu, cuda, cuda:1)"),
+    dtype: str = typer.Option(
+        "auto",
+        "--dtype",
+        help="precision of a local model: auto (bfloat16 on GPUs that have it, else float32), float32 or bfloat16 "
+        "(on CPUs with bfloat16 units several times faster)",
+    ),
     api_key_env: str = typer.Option(
         "OPENAI_API_KEY", "--api-key-env", help="environment variable holding the endpoint's key"
     ),
@@ -99,6 +105,7 @@ def eval_(
             train_tasks=train or None,
             chunk_size=chunk_size,
             device=device,
+            dtype=dtype,
             api_key_env=api_key_env,
             too_long=too_long,
             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),

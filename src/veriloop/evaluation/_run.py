@@ -104,8 +104,11 @@ def resolve_model_dir(path: Path) -> Path:
     )
 
 
-def open_engine(model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_API_KEY") -> tuple[Any, str, bool]:
-    """``(engine, label, owned)`` for a model directory, an ``openai:MODEL@URL`` spec or an engine."""
+def open_engine(
+    model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_API_KEY", dtype: str = "auto"
+) -> tuple[Any, str, bool]:
+    """``(engine, label, owned)`` for a model directory (loaded in ``dtype``: auto, float32 or
+    bfloat16), an ``openai:MODEL@URL`` spec or an engine."""
     if not isinstance(model, (str, os.PathLike)):
         return model, getattr(model, "name", type(model).__name__), False
     spec = os.fspath(model)
@@ -121,7 +124,7 @@ def open_engine(model: Any, *, device: str = "cpu", api_key_env: str = "OPENAI_A
     directory = resolve_model_dir(Path(spec))
     from veriloop.rollout import create_engine
 
-    return create_engine("hf", model=str(directory), device=device), spec, True
+    return create_engine("hf", model=str(directory), device=device, dtype=dtype), spec, True
 
 
 def eval_episode_config(
@@ -304,6 +307,7 @@ def run_eval(
     chunk_size: int = 16,
     concurrency: int = 64,
     device: str = "cpu",
+    dtype: str = "auto",
     api_key_env: str = "OPENAI_API_KEY",
     model_label: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
@@ -336,7 +340,7 @@ def run_eval(
         on_warning(overlap_report.warning())
     if too_long not in ("skip", "error"):
         raise UserError(f"too_long must be 'skip' or 'error', got {too_long!r}")
-    engine, label, owned = open_engine(model, device=device, api_key_env=api_key_env)
+    engine, label, owned = open_engine(model, device=device, api_key_env=api_key_env, dtype=dtype)
     label = model_label or label
     try:
         episode = episode or eval_episode_config(temperature, max_tokens)

@@ -58,6 +58,8 @@ def load_model_and_tokenizer(model: str | Path, device: str = "cpu", dtype: str 
         )
     if not (path / "config.json").is_file():
         raise UserError(f"{path}: not a model directory (no config.json)")
+    if dtype not in ("auto", "float32", "bfloat16", "float16"):
+        raise UserError(f"dtype {dtype!r}: use auto, float32, bfloat16 or float16")
     if dtype == "auto":
         use_bf16 = device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
         torch_dtype = torch.bfloat16 if use_bf16 else torch.float32
@@ -79,6 +81,10 @@ class HFEngine:
     a trainer passes its own model so that weight sync is free). With ``kv_reuse``, requests
     that name a session continue from the keys and values the session's previous turn left
     (at most ``kv_session_mb`` MiB kept over all sessions, least recently used evicted).
+    ``sample_dtype`` ("bfloat16", "float32"; default: the model's own) samples from a snapshot
+    of the weights in that precision, taken at each batch (a float32 policy sampled in bfloat16
+    decodes several times faster on CPUs with bfloat16 matrix units; its log-probs are those of
+    the bfloat16 forward, the distribution that was sampled). It needs the lean forward.
     """
 
     name = "hf"
@@ -93,6 +99,7 @@ class HFEngine:
         lean: bool = True,
         kv_reuse: bool = True,
         kv_session_mb: int = 2048,
+        sample_dtype: str | None = None,
     ):
         self.blas = ensure_strict_blas()  # before the first matrix product: samples must not depend on their batch
         if isinstance(model, (str, Path)):
@@ -104,6 +111,7 @@ class HFEngine:
         self._tokenizer = tokenizer
         # The lean forward when the architecture allows it; the model's own forward otherwise.
         self.lean = LeanDecoder(model) if lean and LeanDecoder.supports(model) else None
+        self.sample_dtype = _sampling_precision(model, sample_dtype, self.lean)
         self.max_batch_size = max_batch_size
         self.policy_version = 0
         self.busy_s = 0.0  # wall seconds spent sampling, summed over batches (utilisation metrics)
@@ -197,6 +205,25 @@ class HFEngine:
                 return _sample_batch(self, [(*row, None)[:3] for row in rows], params, limits)
             finally:
                 self.busy_s += time.perf_counter() - started
+
+
+def _sampling_precision(model: Any, name: str | None, lean: LeanDecoder | None) -> Any:
+    """The torch dtype samples are computed in when it differs from the model's, else None."""
+    import torch
+
+    if name is None or name == "model":
+        return None
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise UserError(f"sample dtype {name!r}: use float32 or bfloat16")
+    if dtype == next(model.parameters()).dtype:
+        return None
+    if lean is None:
+        raise UserError(
+            f"sampling in {name} needs the lean forward (Llama, Qwen2 or Mistral shapes, without LoRA); "
+            "sample in the model's own precision instead"
+        )
+    return dtype
 
 
 def _filter_top_p(logits: Any, top_p: float) -> Any:
@@ -334,9 +361,9 @@ class _HFStepper:
 class _LeanStepper:
     """Prefill and decode through ``LeanDecoder`` with a preallocated KV cache."""
 
-    def __init__(self, lean: LeanDecoder):
+    def __init__(self, lean: LeanDecoder, dtype: Any = None):
         self.lean = lean
-        lean.fuse()  # the weights may have changed since the last batch
+        lean.fuse(dtype)  # the weights may have changed since the last batch
 
     def close(self) -> None:
         self.lean.unfuse()
@@ -357,7 +384,7 @@ class _LeanStepper:
             [plan.reused_mask, plan.attention.bool(), plan.attention.new_ones((items, max_new), dtype=torch.bool)],
             dim=1,
         )
-        self.cache = self.lean.new_cache(items, self.slot + max_new, self.lean.embed.weight)
+        self.cache = self.lean.new_cache(items, self.slot + max_new)
         for (key_cache, value_cache), (key, value) in zip(self.cache, plan.reused):
             key_cache[:, :, :reused] = key
             value_cache[:, :, :reused] = value
@@ -439,7 +466,7 @@ def _sample_batch(
     finish: list[str | None] = [None] * batch
     active = list(range(batch))  # row index in `rows` of each live cache row
     active_index = torch.arange(batch, device=device)
-    stepper = _LeanStepper(engine.lean) if engine.lean is not None else _HFStepper(model)
+    stepper = _LeanStepper(engine.lean, engine.sample_dtype) if engine.lean is not None else _HFStepper(model)
     eos = engine.eos_token_ids
     with torch.inference_mode():
         logits = stepper.prefill(plan, longest).float()  # (B_active, V)

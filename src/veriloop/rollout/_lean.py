@@ -15,6 +15,7 @@ from every completion reach the one copy of the prompt).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -41,7 +42,8 @@ class LeanDecoder:
         self.eps = config.rms_norm_eps
         theta = _rope_theta(config)
         self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float) / self.head_dim))
-        self._fused: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]] | None = None
+        self._fused: list[_LayerWeights] | None = None
+        self._fused_outer: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # embed, norm, lm_head
 
     @staticmethod
     def supports(model: Any) -> bool:
@@ -59,30 +61,53 @@ class LeanDecoder:
         layer = model.model.layers[0]
         return not hasattr(layer.self_attn, "q_norm")
 
-    def fuse(self) -> None:
-        """Concatenate q/k/v and gate/up weights once, for inference (``forward`` uses them).
+    def fuse(self, dtype: torch.dtype | None = None) -> None:
+        """Snapshot the weights for inference (``forward`` and ``head`` use the snapshot): q/k/v
+        and gate/up concatenated, everything in ``dtype`` (default: the parameters' own).
 
-        Call again after the weights change; ``unfuse`` returns to the live parameters.
+        Sampling in bfloat16 from a float32 policy is this snapshot in bfloat16: on CPUs with
+        bfloat16 matrix units it decodes several times faster. Call again after the weights
+        change; ``unfuse`` returns to the live parameters.
         """
         with torch.no_grad():
-            self._fused = [self._fused_weights(layer) for layer in self.layers]
+            self._fused = [self._fused_weights(layer, dtype) for layer in self.layers]
+            cast = _caster(dtype)
+            embed = cast(self.embed.weight)
+            head = embed if self.lm_head.weight is self.embed.weight else cast(self.lm_head.weight)
+            self._fused_outer = (embed, cast(self.norm.weight), head)
 
     @staticmethod
-    def _fused_weights(layer: Any) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        attention, mlp = layer.self_attn, layer.mlp
+    def _fused_weights(layer: Any, dtype: torch.dtype | None = None) -> _LayerWeights:
+        attention, mlp, cast = layer.self_attn, layer.mlp, _caster(dtype)
         qkv = torch.cat([attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight])
         biases = [attention.q_proj.bias, attention.k_proj.bias, attention.v_proj.bias]
         qkv_bias = torch.cat(biases) if all(b is not None for b in biases) else None
         gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
-        return qkv, qkv_bias, gate_up
+        return _LayerWeights(
+            input_norm=cast(layer.input_layernorm.weight),
+            qkv=cast(qkv),
+            qkv_bias=None if qkv_bias is None else cast(qkv_bias),
+            output=cast(attention.o_proj.weight),
+            output_bias=None if attention.o_proj.bias is None else cast(attention.o_proj.bias),
+            post_norm=cast(layer.post_attention_layernorm.weight),
+            gate_up=cast(gate_up),
+            down=cast(mlp.down_proj.weight),
+        )
 
     def unfuse(self) -> None:
         self._fused = None
+        self._fused_outer = None
 
-    def new_cache(self, batch: int, length: int, like: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Preallocated (key, value) per layer: (B, kv_heads, length, head_dim)."""
+    @property
+    def dtype(self) -> torch.dtype:
+        """The precision ``forward`` computes in: the snapshot's while fused, else the parameters'."""
+        return self._fused_outer[0].dtype if self._fused_outer is not None else self.embed.weight.dtype
+
+    def new_cache(self, batch: int, length: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Preallocated (key, value) per layer: (B, kv_heads, length, head_dim), in ``dtype``."""
         shape = (batch, self.kv_heads, length, self.head_dim)
-        return [(like.new_zeros(shape), like.new_zeros(shape)) for _ in self.layers]
+        like = self.embed.weight
+        return [(like.new_zeros(shape, dtype=self.dtype), like.new_zeros(shape, dtype=self.dtype)) for _ in self.layers]
 
     def forward(
         self,
@@ -101,7 +126,10 @@ class LeanDecoder:
         real tokens, S = cache_start + T (or T without a cache). With a cache, the new keys
         and values are written at slots ``cache_start ... cache_start + T - 1``.
         """
-        hidden = self.embed(input_ids)  # (B, T, H)
+        if self._fused_outer is not None:
+            hidden = F.embedding(input_ids, self._fused_outer[0])  # (B, T, H)
+        else:
+            hidden = self.embed(input_ids)
         batch, steps, _ = hidden.shape
         cos, sin = self._rotary(positions, hidden.dtype)
         cos, sin = cos[:, :, None], sin[:, :, None]  # (B, T, 1, D)
@@ -116,10 +144,10 @@ class LeanDecoder:
         half = self.head_dim // 2
         for index, layer in enumerate(self.layers):
             attention, mlp = layer.self_attn, layer.mlp
-            normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
             fused = self._fused[index] if self._fused is not None else None
             if fused is not None:
-                qkv = F.linear(normed, fused[0], fused[1]).view(
+                normed = _rms_norm(hidden, fused.input_norm, self.eps)
+                qkv = F.linear(normed, fused.qkv, fused.qkv_bias).view(
                     batch, steps, -1, self.head_dim
                 )  # (B, T, heads + 2 kv_heads, D)
                 # Queries and keys rotate together: they sit side by side in the fused projection.
@@ -127,6 +155,7 @@ class LeanDecoder:
                 qk = qk * cos + qk.roll(half, -1) * sin
                 q, k, v = qk[:, :, : self.heads], qk[:, :, self.heads :], qkv[:, :, self.heads + self.kv_heads :]
             else:
+                normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
                 q = attention.q_proj(normed).view(batch, steps, self.heads, self.head_dim)
                 k = attention.k_proj(normed).view(batch, steps, self.kv_heads, self.head_dim)
                 v = attention.v_proj(normed).view(batch, steps, self.kv_heads, self.head_dim)
@@ -138,19 +167,25 @@ class LeanDecoder:
                 value_cache[:, :, cache_start : cache_start + steps] = v
                 k, v = key_cache[:, :, :keys_len], value_cache[:, :, :keys_len]
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
-            hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(batch, steps, -1))
-            normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
+            out = out.transpose(1, 2).reshape(batch, steps, -1)  # (B, T, heads * D)
             if fused is not None:
-                gate, up = F.linear(normed, fused[2]).chunk(2, dim=-1)
+                hidden = hidden + F.linear(out, fused.output, fused.output_bias)
+                normed = _rms_norm(hidden, fused.post_norm, self.eps)
+                gate, up = F.linear(normed, fused.gate_up).chunk(2, dim=-1)
+                hidden = hidden + F.linear(F.silu(gate) * up, fused.down)
             else:
-                gate, up = mlp.gate_proj(normed), mlp.up_proj(normed)
-            hidden = hidden + mlp.down_proj(F.silu(gate) * up)
+                hidden = hidden + attention.o_proj(out)
+                normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
+                hidden = hidden + mlp.down_proj(F.silu(mlp.gate_proj(normed)) * mlp.up_proj(normed))
         if last_only:
             hidden = hidden[:, -1:]
         return self.head(hidden) if head else hidden
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits (..., V) from final hidden states (..., H): the last norm, then the LM head."""
+        if self._fused_outer is not None:
+            _, norm, lm_head = self._fused_outer
+            return F.linear(_rms_norm(hidden, norm, self.eps), lm_head)
         return self.lm_head(_rms_norm(hidden, self.norm.weight, self.eps))
 
     def forward_prefixed(
@@ -247,6 +282,25 @@ class LeanDecoder:
         cos = torch.cat((freqs, freqs), dim=-1).cos().to(dtype)
         sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1).to(dtype)
         return cos, sin
+
+
+@dataclass(frozen=True)
+class _LayerWeights:
+    """One decoder layer's weights as the inference pass uses them (``LeanDecoder.fuse``)."""
+
+    input_norm: torch.Tensor  # (H,)
+    qkv: torch.Tensor  # (heads * D + 2 * kv_heads * D, H)
+    qkv_bias: torch.Tensor | None
+    output: torch.Tensor  # (H, heads * D)
+    output_bias: torch.Tensor | None
+    post_norm: torch.Tensor  # (H,)
+    gate_up: torch.Tensor  # (2 * I, H)
+    down: torch.Tensor  # (H, I)
+
+
+def _caster(dtype: torch.dtype | None) -> Any:
+    """A function casting a weight to ``dtype`` (a detached copy), or keeping it (None)."""
+    return (lambda weight: weight) if dtype is None else (lambda weight: weight.detach().to(dtype))
 
 
 def _rope_theta(config: Any) -> float:

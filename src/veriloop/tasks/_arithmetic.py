@@ -14,19 +14,25 @@ on the size of the set and the same seed always gives the same tasks.
 
 ``operands`` (or a range ``operands``..``max_operands``), ``min_operand``, ``max_operand`` and
 ``operators`` override the level's values.
+
+``split`` keeps to one side of a fixed partition of the expressions (``train`` or
+``heldout``; ``heldout_share`` of them, by a hash of the expression, whatever the seed): in
+a small task space such as one-digit sums, two seeds share most tasks, and a held-out split
+drawn with ``split=heldout`` shares none with a training split drawn with ``split=train``.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import random
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from veriloop.core import Task
-from veriloop.tasks._sources import GeneratorOptions, generated_task, register_generator, seeded_streams
+from veriloop.core import Task, UserError
+from veriloop.tasks._sources import GeneratorOptions, generated_task, id_variant, register_generator, seeded_streams
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,13 @@ class ArithmeticOptions(GeneratorOptions):
     )
     instruction: str = Field(default="", description="text appended to each question, e.g. an answer format")
     domain: str = Field(default="arithmetic", min_length=1, description="domain name of the tasks")
+    split: Literal["all", "train", "heldout"] = Field(
+        default="all",
+        description="train or heldout: only expressions on that side of a fixed partition (no task on both sides)",
+    )
+    heldout_share: float = Field(
+        default=0.25, gt=0, lt=1, description="with split: share of the expressions on the held-out side"
+    )
 
     @field_validator("operators")
     @classmethod
@@ -119,13 +132,31 @@ def evaluate(expression: str) -> int:
     return value(ast.parse(expression, mode="eval").body)
 
 
+_SPLIT_DRAWS = 1000  # expressions tried per task before a split is called empty
+
+
+def on_heldout_side(expression: str, share: float) -> bool:
+    """Whether ``expression`` lies on the held-out side of the partition (a stable hash, not ``hash``)."""
+    digest = hashlib.sha256(expression.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def _split_expression(rng: random.Random, options: ArithmeticOptions, level: Level) -> str:
+    """An expression on ``options.split``'s side of the partition (any expression for ``all``)."""
+    for _ in range(_SPLIT_DRAWS):
+        expression = _expression(rng, options, level)
+        if options.split == "all" or on_heldout_side(expression, options.heldout_share) == (options.split == "heldout"):
+            return expression
+    raise UserError(f"split={options.split}: no expression of these options falls on that side; widen the ranges")
+
+
 @register_generator("arithmetic", ArithmeticOptions)
 def generate_arithmetic(options: ArithmeticOptions) -> list[Task]:
     """Multi-step integer arithmetic ("What is 12 + 7 - 3?") with exact integer answers."""
     tasks = []
     for index, rng in seeded_streams("arithmetic", options):
         level = options.difficulty or rng.randint(1, 5)
-        expression = _expression(rng, options, LEVELS[level])
+        expression = _split_expression(rng, options, LEVELS[level])
         question = f"What is {expression}?"
         if options.instruction:
             question += " " + options.instruction
@@ -137,6 +168,7 @@ def generate_arithmetic(options: ArithmeticOptions) -> list[Task]:
                 level,
                 len(LEVELS),
                 {"expression": expression},
+                variant=id_variant(options, ("split",)),
                 domain=options.domain,
                 prompt=question,
                 verifier={"kind": options.verifier},

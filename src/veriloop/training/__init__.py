@@ -11,7 +11,8 @@ from veriloop.training._metrics import read_metrics
 from veriloop.training._pipeline import AsyncSampler, SampledBatch
 from veriloop.training._quickstart import QuickstartConfig, run_quickstart
 from veriloop.training._seed_loop import SeedLoopConfig, run_seed_loop
-from veriloop.training._rl import RLTrainer, seed_everything
+from veriloop.training._data import seed_everything
+from veriloop.training._rl import RLTrainer
 from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, episode_config
 from veriloop.training._sft import (
     SFTCheckpoints,

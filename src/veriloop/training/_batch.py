@@ -77,6 +77,7 @@ def completion_logprobs(
     lean: LeanDecoder | None = None,
     chunk_tokens: int = 0,
     checkpoint_layers: bool = False,
+    autocast: str = "none",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, C) of each completion token under ``model`` at ``temperature``.
 
@@ -90,7 +91,22 @@ def completion_logprobs(
     chunk's logits. Values and gradients are those of the unchunked pass. ``checkpoint_layers``
     recomputes the lean pass's decoder layers in the backward pass instead of keeping their
     activations (for the model's own forward, see ``enable_activation_checkpointing``).
+    ``autocast`` "bfloat16" runs the pass's matrix products in bfloat16 (``autocast_context``).
     """
+    device = next(model.parameters()).device
+    with autocast_context(autocast, device):
+        return _completion_logprobs(model, batch, temperature, with_entropy, lean, chunk_tokens, checkpoint_layers)
+
+
+def _completion_logprobs(
+    model: Any,
+    batch: TokenBatch,
+    temperature: float,
+    with_entropy: bool,
+    lean: LeanDecoder | None,
+    chunk_tokens: int,
+    checkpoint_layers: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     device = next(model.parameters()).device
     targets = batch.completion_ids.to(device)  # (B, C)
     if lean is not None:
@@ -202,6 +218,15 @@ def enable_activation_checkpointing(model: Any) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
+def autocast_context(mode: str, device: Any) -> Any:
+    """The context the training passes run in: bfloat16 autocast on ``device`` ("bfloat16") or none ("none")."""
+    import contextlib
+
+    if mode == "none":
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+
+
 def micro_batches(rows: int, size: int) -> list[slice]:
     """Consecutive row ranges of at most ``size`` covering ``range(rows)``."""
     return [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
@@ -215,12 +240,15 @@ def logprobs_without_grad(
     micro_batch_size: int,
     lean: LeanDecoder | None = None,
     chunk_tokens: int = 0,
+    autocast: str = "none",
 ) -> torch.Tensor:
     """Log-probs (B, C) of each completion token under ``model``, on the CPU, computed without
     grad ``micro_batch_size`` rows at a time (the reference pass and the recompute pass);
-    ``chunk_tokens`` as in ``completion_logprobs``."""
+    ``chunk_tokens`` and ``autocast`` as in ``completion_logprobs``."""
     parts = [
-        completion_logprobs(model, batch.select(rows), temperature, lean=lean, chunk_tokens=chunk_tokens)[0].cpu()
+        completion_logprobs(
+            model, batch.select(rows), temperature, lean=lean, chunk_tokens=chunk_tokens, autocast=autocast
+        )[0].cpu()
         for rows in micro_batches(len(batch), micro_batch_size)
     ]
     return torch.cat(parts) if parts else torch.zeros_like(batch.sampler_logprobs)

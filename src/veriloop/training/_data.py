@@ -6,10 +6,20 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import torch
+
 from veriloop.core import Task
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
 from veriloop.training._config import TrainConfig
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators (a run's initialisation and dropout)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 @dataclass

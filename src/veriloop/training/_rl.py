@@ -12,7 +12,6 @@ by a ``StepTimer`` (``_step_timer.py``).
 from __future__ import annotations
 
 import copy
-import random
 import shutil
 import sys
 import tempfile
@@ -21,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from veriloop.algorithms import compute_advantages, kl_penalty, truncated_importance_weights
@@ -45,7 +43,7 @@ from veriloop.training._batch import (
 )
 from veriloop.training._checkpoint import list_checkpoints
 from veriloop.training._config import TrainConfig
-from veriloop.training._data import TaskSampler, training_tasks
+from veriloop.training._data import TaskSampler, seed_everything, training_tasks
 from veriloop.training._distributed import check_data_parallel, process_group_for
 from veriloop.training._heartbeat import Heartbeats, Stall
 from veriloop.training._ledger import PromptLedger
@@ -59,12 +57,6 @@ from veriloop.sandbox._environments import environment_hashes
 from veriloop.training._run_config import check_and_save_environments, check_and_save_run_config
 from veriloop.training._rollout_worker import episode_config, sandbox_tools
 from veriloop.training._step_timer import StepTimer
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 class RLTrainer:
@@ -114,7 +106,10 @@ class RLTrainer:
         check_and_save_environments(self.out, environments, config, resuming=resume_from is not None, save=main)
         self.model, self.tokenizer = load_policy(config.model, resume_from / "model" if resume_from else None)
         self.reference = reference_model(self.model, config.model) if config.algorithm.beta > 0 else None
-        self.engine = HFEngine(self.model, self.tokenizer, max_batch_size=config.rollout.max_batch_size)
+        rollout = config.rollout
+        self.engine = HFEngine(
+            self.model, self.tokenizer, max_batch_size=rollout.max_batch_size, sample_dtype=rollout.dtype
+        )
         if config.optim.activation_checkpointing and self.engine.lean is None:
             enable_activation_checkpointing(self.model)  # the lean pass checkpoints its own layers
         self.reference_lean = (
@@ -368,6 +363,7 @@ class RLTrainer:
             optim.micro_batch_size,
             lean=lean,
             chunk_tokens=optim.logprob_chunk_tokens,
+            autocast=optim.autocast,
         )
 
     def _loss_inputs(
@@ -441,6 +437,7 @@ class RLTrainer:
                         lean=self.parallel.lean or self.engine.lean,
                         chunk_tokens=optim.logprob_chunk_tokens,
                         checkpoint_layers=optim.activation_checkpointing,
+                        autocast=optim.autocast,
                     )
                     loss, stats = objective(logprobs, entropy, micro, algo, dual_clip)
                     (loss * weight).backward()

@@ -71,6 +71,7 @@ class WorkerSpec:
     plugins: tuple[str, ...] = ()  # resolved plugin references, imported before anything is built
     engine: str = "hf"  # a name in WORKER_ENGINES
     vllm: VLLMSettings = VLLMSettings()  # engine "vllm": how it is built
+    sample_dtype: str = "model"  # engine "hf": the precision it samples in (rollout.dtype)
 
     @classmethod
     def from_config(cls, config: TrainConfig, model: Any) -> WorkerSpec:
@@ -86,6 +87,7 @@ class WorkerSpec:
             plugins=tuple(config.plugins),
             engine=config.rollout.engine,
             vllm=VLLMSettings.from_config(config, model),
+            sample_dtype=config.rollout.dtype,
         )
 
 
@@ -178,7 +180,7 @@ def _hf_worker_engine(spec: WorkerSpec, model: Any, tokenizer: Any) -> HFEngine:
     model.eval()
     for parameter in model.parameters():
         parameter.requires_grad_(False)
-    return HFEngine(model, tokenizer, max_batch_size=spec.max_batch_size)
+    return HFEngine(model, tokenizer, max_batch_size=spec.max_batch_size, sample_dtype=spec.sample_dtype)
 
 
 def _vllm_worker_engine(spec: WorkerSpec, model: Any, tokenizer: Any) -> Any:
