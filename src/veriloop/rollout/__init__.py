@@ -13,7 +13,7 @@ from veriloop.rollout._episode import (
     prompt_tokens,
     run_episode,
 )
-from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer
+from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer, quiet_transformers
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
 from veriloop.rollout._replay import ReplayEngine
@@ -72,6 +72,7 @@ __all__ = [
     "create_engine",
     "format_observation",
     "load_model_and_tokenizer",
+    "quiet_transformers",
     "observation_ids",
     "parse_action",
     "parse_endpoint",

@@ -11,6 +11,7 @@ from veriloop.training._metrics import read_metrics
 from veriloop.training._pipeline import AsyncSampler, SampledBatch
 from veriloop.training._quickstart import QuickstartConfig, run_quickstart
 from veriloop.training._seed_loop import SeedLoopConfig, run_seed_loop
+from veriloop.training._smollm2 import SmolLM2Config, run_smollm2
 from veriloop.training._data import seed_everything
 from veriloop.training._rl import RLTrainer
 from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, episode_config
@@ -46,6 +47,7 @@ __all__ = [
     "SampledBatch",
     "SamplerState",
     "SeedLoopConfig",
+    "SmolLM2Config",
     "SharedBackend",
     "Stall",
     "TaskSampler",
@@ -65,6 +67,7 @@ __all__ = [
     "read_metrics",
     "run_quickstart",
     "run_seed_loop",
+    "run_smollm2",
     "run_sft",
     "seed_everything",
     "sft_loss",

@@ -18,6 +18,7 @@ Memory: the dequantised model and its plain copy are both held at once (two floa
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from veriloop.core import UserError
+from veriloop.rollout import quiet_transformers
 
 DTYPES = ("float32", "bfloat16")
 # llama.cpp's names for some architectures, where transformers' GGUF loader renames them first.
@@ -249,9 +251,12 @@ def import_gguf(
     check_out(target, force)
     header = read_gguf_header(find_gguf(source))
     check_importable(header)
-    config = _causal_config(header)
-    tokenizer = _load_tokenizer(header, getattr(config, "max_position_embeddings", None))
-    model = _plain_model(header, config, dtype)
+    quiet_transformers()
+    # transformers' GGUF reader draws a tqdm bar of its own; veriloop's commands show theirs.
+    with contextlib.redirect_stderr(io.StringIO()):
+        config = _causal_config(header)
+        tokenizer = _load_tokenizer(header, getattr(config, "max_position_embeddings", None))
+        model = _plain_model(header, config, dtype)
     with staged_directory(target, force) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)

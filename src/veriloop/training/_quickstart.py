@@ -102,6 +102,13 @@ class QuickstartConfig(RecipeConfig):
         }
 
 
+def recipe_rollout(config: Any, **more: Any) -> dict[str, Any]:
+    """The ``rollout`` section of a recipe's GRPO run: its prompts, group size, answer budget,
+    temperature and engine, plus ``more``."""
+    fields = ("prompts_per_step", "group_size", "max_tokens", "temperature", "engine")
+    return {**{name: getattr(config, name) for name in fields}, **more}
+
+
 def stage_done(path: Path) -> bool:
     return (path / "config.json").exists() and any(path.glob("*.safetensors"))
 
@@ -244,13 +251,7 @@ def run_quickstart(config: QuickstartConfig, progress: Report | None = None) -> 
         rl_config = TrainConfig.model_validate(
             {
                 "model": {"path": str(base)},
-                "rollout": {
-                    "prompts_per_step": config.prompts_per_step,
-                    "group_size": config.group_size,
-                    "max_tokens": config.max_tokens,
-                    "temperature": config.temperature,
-                    "engine": config.engine,
-                },
+                "rollout": recipe_rollout(config),
                 "optim": {"lr": config.rl_lr, "warmup_steps": 10, "micro_batch_size": 512},
                 "run": {
                     "steps": config.rl_steps,

@@ -64,6 +64,7 @@ from veriloop.core import Task, atomic_write, read_records, write_jsonl
 from veriloop.rollout import check_domain_budgets
 from veriloop.training._config import TrainConfig
 from veriloop.training._quickstart import (
+    recipe_rollout,
     REPORT_FILE,
     RL_DIR,
     RecipeConfig,
@@ -334,17 +335,13 @@ def rl_config(config: SeedLoopConfig, base: Path, out: Path) -> TrainConfig:
     return TrainConfig.model_validate(
         {
             "model": {"path": str(base)},
-            "rollout": {
-                "prompts_per_step": config.prompts_per_step,
-                "group_size": config.group_size,
-                "max_tokens": config.max_tokens,
-                "max_tokens_by_domain": config.turn_budgets(),
-                "max_turns": config.max_turns,
-                "tools": list(TOOLS),
-                "tool_instructions": False,
-                "temperature": config.temperature,
-                "engine": config.engine,
-            },
+            "rollout": recipe_rollout(
+                config,
+                max_tokens_by_domain=config.turn_budgets(),
+                max_turns=config.max_turns,
+                tools=list(TOOLS),
+                tool_instructions=False,
+            ),
             "algorithm": {"advantage": "dr_grpo"},
             "optim": {"lr": config.rl_lr, "warmup_steps": 10, "micro_batch_size": 512},
             "run": {

@@ -100,7 +100,7 @@ def init_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None) -> P
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from veriloop.rollout._hf import quiet_transformers
+    from veriloop.rollout import quiet_transformers
 
     quiet_transformers()
     spec = spec or TinyModelSpec()
