@@ -53,7 +53,7 @@ def _time_alternately(fns, repeats: int) -> list[float]:
     return [statistics.median(bucket) for bucket in times]
 
 
-def _vllm_engine(directory: str, batch: int, new_tokens: int, kv_cache_mb: int = 256):
+def _vllm_engine(directory: str, batch: int, new_tokens: int, kv_cache_mb: int = 256, dtype: str = "float32"):
     """The vllm engine on the same model, or None where vLLM is not installed."""
     if importlib.util.find_spec("vllm") is None:
         return None
@@ -63,6 +63,7 @@ def _vllm_engine(directory: str, batch: int, new_tokens: int, kv_cache_mb: int =
         max_num_seqs=batch,
         max_model_len=256 + new_tokens,
         kv_cache_bytes=kv_cache_mb * 2**20,
+        dtype=dtype,
     )
 
 
@@ -161,12 +162,12 @@ def _matmul_gflop_per_s(dtype: torch.dtype) -> float:
 
 
 def bench_model(directory: str, batch: int, new_tokens: int, repeats: int) -> dict:
-    """One real model: generate (float32), the hf engine in float32 and from a bfloat16 snapshot, vllm."""
+    """One real model: generate (float32), the hf engine in float32 and from a bfloat16 snapshot, vllm (bfloat16)."""
     fast = create_engine("hf", model=directory, max_batch_size=batch, sample_dtype="bfloat16")
     plain = create_engine("hf", model=directory, max_batch_size=batch)
     tokenizer = AutoTokenizer.from_pretrained(directory)
     model = AutoModelForCausalLM.from_pretrained(directory).eval()
-    vllm_engine = _vllm_engine(directory, batch, new_tokens, kv_cache_mb=1024)
+    vllm_engine = _vllm_engine(directory, batch, new_tokens, kv_cache_mb=1024, dtype="bfloat16")
     row = _compare(fast, model, tokenizer, vllm_engine, batch, new_tokens, repeats, more=[("veriloop_float32", plain)])
     parameters = row["parameters"]
     bandwidth = _memory_bandwidth_gb_per_s()

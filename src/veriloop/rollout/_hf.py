@@ -473,7 +473,7 @@ def _sample_batch(
         engine.prefill_tokens += stepper.prefilled_tokens
         next_position = plan.positions[plan.row_item, -1:] + 1  # (B_active, 1)
         for step in range(longest):
-            scaled = logits / params.temperature if params.temperature > 0 else logits
+            scaled = logits / params.temperature if params.temperature not in (0, 1) else logits  # x / 1 is x
             log_probs = torch.log_softmax(scaled, dim=-1)  # (B_active, V) the distribution trained on
             if params.temperature == 0:
                 chosen = logits.argmax(dim=-1)

@@ -162,7 +162,9 @@ def _token_stats(
     logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, c) of ``targets`` (B, c) under ``logits`` (B, c, V) at ``temperature``, and entropies."""
-    picked = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature  # half precision in fp32
+    picked = logits.to(torch.promote_types(logits.dtype, torch.float32))  # half precision in fp32
+    if temperature != 1.0:  # x / 1.0 is x: a pass over (B, c, V) saved, the same values
+        picked = picked / temperature
     logprobs = picked.gather(-1, targets[:, :, None])[:, :, 0] - torch.logsumexp(picked, dim=-1)  # (B, c)
     entropy = None
     if with_entropy:

@@ -145,6 +145,7 @@ def rl_config(config: SmolLM2Config, base: Path, out: Path) -> TrainConfig:
                 "warmup_steps": config.warmup_steps,
                 "micro_batch_size": config.prompts_per_step * config.group_size,
                 "autocast": config.autocast,
+                "logprob_chunk_tokens": 0,  # short answers: whole logits are cheaper than recomputing them
             },
             "run": {
                 "steps": config.rl_steps,
