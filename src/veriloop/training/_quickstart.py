@@ -35,8 +35,9 @@ RL_DIR, REPORT_FILE = "rl", "report.html"
 
 
 class RecipeConfig(Section):
-    """Settings every quickstart recipe has; each recipe adds ``out``, ``sft_steps``,
-    ``sft_batch_size`` and ``sft_lr`` with defaults of its own."""
+    """Settings every quickstart recipe has; each recipe adds ``out`` and its GRPO batch
+    (``prompts_per_step``, ``max_tokens``: see ``recipe_rollout``), and those with an SFT stage
+    ``sft_steps``, ``sft_batch_size`` and ``sft_lr``, with defaults of their own."""
 
     seed: int = Field(default=0, description="seed for the model, demonstrations and training")
     train_seed: int = Field(default=1, description="generator seed of the training split(s)")
