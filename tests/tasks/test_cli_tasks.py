@@ -52,7 +52,8 @@ def test_bad_generator_option_is_one_line_and_exit_2(tmp_path, run_cli):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: arithmetic: unknown option --colour; known: --seed, --size, --difficulty, --operands, "
-        "--max-operands, --min-operand, --max-operand, --operators, --verifier, --instruction, --domain"
+        "--max-operands, --min-operand, --max-operand, --operators, --verifier, --instruction, --domain, --split, "
+        "--heldout-share"
     ]
     assert not out.exists()
     unknown = run_cli("tasks", "generate", "poetry", "--seed", "1", "--size", "5", "--out", str(out))
