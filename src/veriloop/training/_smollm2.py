@@ -280,8 +280,10 @@ def headline(summary: dict[str, Any]) -> str:
     if "ood" in summary:
         ood = summary["ood"]
         low, high = ood["gain_ci_points"]
+        args = ood["generate_args"]
+        operands = f"{args[args.index('--min-operand') + 1]}-{args[args.index('--max-operand') + 1]}"
         line += (
-            f" Out of distribution (operands 10-19): {100 * ood['pass@1']['base']:.1f}% -> "
+            f" Out of distribution (operands {operands}): {100 * ood['pass@1']['base']:.1f}% -> "
             f"{100 * ood['pass@1']['final']:.1f}% ({ood['gain_points']:+.1f} points, 95% CI {low:+.1f} to {high:+.1f})."
         )
     return line
