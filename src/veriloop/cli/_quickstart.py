@@ -36,12 +36,6 @@ def _seed_loop_results(summary: dict[str, Any]) -> list[str]:
     return ["held-out pass@1 " + line for line in domain_results(summary)]
 
 
-def _smollm2_results(summary: dict[str, Any]) -> list[str]:
-    from veriloop.training._smollm2 import smollm2_results
-
-    return smollm2_results(summary)
-
-
 def _training() -> Any:
     import veriloop.training
 
@@ -51,7 +45,9 @@ def _training() -> Any:
 RECIPES = {
     "arithmetic": Recipe(lambda: _training().QuickstartConfig, lambda: _training().run_quickstart, _arithmetic_results),
     "seed-loop": Recipe(lambda: _training().SeedLoopConfig, lambda: _training().run_seed_loop, _seed_loop_results),
-    "smollm2": Recipe(lambda: _training().SmolLM2Config, lambda: _training().run_smollm2, _smollm2_results),
+    "smollm2": Recipe(
+        lambda: _training().SmolLM2Config, lambda: _training().run_smollm2, lambda s: _training().smollm2_results(s)
+    ),
 }
 
 

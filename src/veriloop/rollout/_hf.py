@@ -30,7 +30,7 @@ from veriloop.rollout._engine import (
     settle_batch,
 )
 from veriloop.rollout._kv_sessions import KVSessions, LayerKV
-from veriloop.rollout._lean import LeanDecoder
+from veriloop.rollout._lean import LeanDecoder, sampling_precision
 from veriloop.rollout._sampling import Sample, SamplingParams
 from veriloop.rollout._stopping import repeating_block
 
@@ -111,7 +111,7 @@ class HFEngine:
         self._tokenizer = tokenizer
         # The lean forward when the architecture allows it; the model's own forward otherwise.
         self.lean = LeanDecoder(model) if lean and LeanDecoder.supports(model) else None
-        self.sample_dtype = _sampling_precision(model, sample_dtype, self.lean)
+        self.sample_dtype = sampling_precision(model, sample_dtype, self.lean)
         self.max_batch_size = max_batch_size
         self.policy_version = 0
         self.busy_s = 0.0  # wall seconds spent sampling, summed over batches (utilisation metrics)
@@ -205,25 +205,6 @@ class HFEngine:
                 return _sample_batch(self, [(*row, None)[:3] for row in rows], params, limits)
             finally:
                 self.busy_s += time.perf_counter() - started
-
-
-def _sampling_precision(model: Any, name: str | None, lean: LeanDecoder | None) -> Any:
-    """The torch dtype samples are computed in when it differs from the model's, else None."""
-    import torch
-
-    if name is None or name == "model":
-        return None
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise UserError(f"sample dtype {name!r}: use float32 or bfloat16")
-    if dtype == next(model.parameters()).dtype:
-        return None
-    if lean is None:
-        raise UserError(
-            f"sampling in {name} needs the lean forward (Llama, Qwen2 or Mistral shapes, without LoRA); "
-            "sample in the model's own precision instead"
-        )
-    return dtype
 
 
 def _filter_top_p(logits: Any, top_p: float) -> Any:

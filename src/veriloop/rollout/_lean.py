@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint
 
+from veriloop.core import UserError
+
 _SUPPORTED = {"qwen2", "llama", "mistral"}
 
 
@@ -301,6 +303,24 @@ class _LayerWeights:
 def _caster(dtype: torch.dtype | None) -> Any:
     """A function casting a weight to ``dtype`` (a detached copy), or keeping it (None)."""
     return (lambda weight: weight) if dtype is None else (lambda weight: weight.detach().to(dtype))
+
+
+def sampling_precision(model: Any, name: str | None, lean: LeanDecoder | None) -> torch.dtype | None:
+    """The dtype an engine samples ``model`` in (``name``: "model", None, or a floating dtype's name)
+    when it differs from the model's own, else None; another precision needs ``lean``."""
+    if name is None or name == "model":
+        return None
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise UserError(f"sample dtype {name!r}: use float32 or bfloat16")
+    if dtype == next(model.parameters()).dtype:
+        return None
+    if lean is None:
+        raise UserError(
+            f"sampling in {name} needs the lean forward (Llama, Qwen2 or Mistral shapes, without LoRA); "
+            "sample in the model's own precision instead"
+        )
+    return dtype
 
 
 def _rope_theta(config: Any) -> float:

@@ -11,7 +11,7 @@ from veriloop.training._metrics import read_metrics
 from veriloop.training._pipeline import AsyncSampler, SampledBatch
 from veriloop.training._quickstart import QuickstartConfig, run_quickstart
 from veriloop.training._seed_loop import SeedLoopConfig, run_seed_loop
-from veriloop.training._smollm2 import SmolLM2Config, run_smollm2
+from veriloop.training._smollm2 import SmolLM2Config, run_smollm2, smollm2_results
 from veriloop.training._data import seed_everything
 from veriloop.training._rl import RLTrainer
 from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, episode_config
@@ -68,6 +68,7 @@ __all__ = [
     "run_quickstart",
     "run_seed_loop",
     "run_smollm2",
+    "smollm2_results",
     "run_sft",
     "seed_everything",
     "sft_loss",
