@@ -82,6 +82,13 @@ def test_bfloat16_sampling_and_autocast_train_float32_weights(make_config, digit
     assert all(p.grad is None or p.grad.dtype == torch.float32 for p in trainer.model.parameters())
 
 
+def test_a_sampling_precision_for_the_vllm_engine_is_refused(make_config):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="applies to the hf engine"):
+        make_config(rollout={"dtype": "bfloat16", "engine": "vllm"})
+
+
 def test_kl_penalty_and_reference_model(make_config, digit_tasks):
     trainer = RLTrainer(make_config(algorithm={"beta": 0.1, "entropy_coef": 0.01}, run={"steps": 2}), tasks=digit_tasks)
     history = trainer.train()

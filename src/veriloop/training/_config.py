@@ -95,6 +95,12 @@ class RolloutSection(Section):
         check_turn_fits(self.context_budget, self.largest_max_tokens, "max_tokens")
         return self
 
+    @model_validator(mode="after")
+    def _dtype_is_the_hf_engines(self) -> RolloutSection:
+        if self.dtype != "model" and self.engine != "hf":
+            raise ValueError(f"dtype={self.dtype} applies to the hf engine; {self.engine} samples in its own precision")
+        return self
+
     @property
     def largest_max_tokens(self) -> int:
         """The most new tokens any task's turn may have."""

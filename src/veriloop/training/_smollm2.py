@@ -139,7 +139,8 @@ def rl_config(config: SmolLM2Config, base: Path, out: Path) -> TrainConfig:
     return TrainConfig.model_validate(
         {
             "model": {"path": str(base)},
-            "rollout": recipe_rollout(config, dtype=config.sample_dtype),
+            # vllm samples in its own precision; sample_dtype is the hf engine's (and the evaluations')
+            "rollout": recipe_rollout(config, dtype=config.sample_dtype if config.engine == "hf" else "model"),
             "optim": {
                 "lr": config.rl_lr,
                 "warmup_steps": config.warmup_steps,
