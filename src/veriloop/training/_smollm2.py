@@ -23,6 +23,7 @@ unless ``recompute_logprobs`` is set.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -78,11 +79,15 @@ class SmolLM2Config(RecipeConfig):
 
     def eval_args(self) -> list[str]:
         """The ``veriloop eval`` options both models are evaluated with."""
-        dtype = "auto" if self.sample_dtype == "model" else self.sample_dtype
         return [
             *("--samples", str(self.eval_samples), "--temperature", str(self.temperature)),
-            *("--max-tokens", str(self.max_tokens), "--seed", str(self.seed), "--dtype", dtype),
+            *("--max-tokens", str(self.max_tokens), "--seed", str(self.seed), "--dtype", self.eval_dtype),
         ]
+
+    @property
+    def eval_dtype(self) -> str:
+        """The precision both models are evaluated in (``veriloop eval --dtype``)."""
+        return "auto" if self.sample_dtype == "model" else self.sample_dtype
 
 
 def _options(args: list[str]) -> dict[str, Any]:
@@ -163,16 +168,15 @@ def rl_config(config: SmolLM2Config, base: Path, out: Path) -> TrainConfig:
 
 def train_stage(config: SmolLM2Config, base: Path, out: Path, train: list[Task], report: Report) -> Path:
     """OUT/final: GRPO from ``base`` on ``train`` (resumes from OUT/rl's checkpoints), unless it exists."""
-    from veriloop.training._model import save_final
     from veriloop.training._rl import RLTrainer
 
     final = out / "final"
     if not stage_done(final):
         trainer = RLTrainer(rl_config(config, base, out), tasks=train)
-        trainer.train(  # closes the trainer when done
+        trainer.train(  # closes the trainer and saves its model to OUT/rl/final
             on_step=lambda step, m: report("rl", step, config.rl_steps, f"reward {m.get('reward/sampled_mean', 0):.3f}")
         )
-        save_final(trainer.model, trainer.tokenizer, final)
+        os.replace(out / RL_DIR / "final", final)  # a rename: the weights are not written twice
     report("rl", config.rl_steps, config.rl_steps, "")
     return final
 
@@ -189,7 +193,7 @@ def evaluate(config: SmolLM2Config, model: Path, split: str, name: str, out: Pat
         temperature=config.temperature,
         max_tokens=config.max_tokens,
         seed=config.seed,
-        dtype="auto" if config.sample_dtype == "model" else config.sample_dtype,
+        dtype=config.eval_dtype,
         record=False,
         chunk_size=64,
         concurrency=256,
