@@ -146,6 +146,6 @@ def env_with_cad(env_store):
     """The environment ``cad`` tasks name (manifold3d, trimesh, numpy from the package
     registry), built once per test run."""
     from veriloop.sandbox._environments import build_environment
-    from veriloop.tasks._cad_parts import CAD_ENVIRONMENT_PACKAGES
+    from veriloop.tasks.generators._cad_parts import CAD_ENVIRONMENT_PACKAGES
 
     return build_environment("cad", list(CAD_ENVIRONMENT_PACKAGES))

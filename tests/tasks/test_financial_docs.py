@@ -11,7 +11,7 @@ import pytest
 
 from veriloop.core import Response, RowErrors, UserError
 from veriloop.tasks import generate_tasks, import_tasks, load_tasks
-from veriloop.tasks._financial_statements import draw_report, pages
+from veriloop.tasks.generators._financial_statements import draw_report, pages
 from veriloop.verifiers import verify
 
 

@@ -7,7 +7,7 @@ import pytest
 from veriloop.core import Response, UserError
 from veriloop.tasks import GENERATORS, check_task, generate_tasks
 from veriloop.tasks._validate import gold_answer
-from veriloop.tasks._arithmetic import evaluate
+from veriloop.tasks.generators._arithmetic import evaluate
 from veriloop.verifiers import verify
 
 
@@ -118,7 +118,7 @@ def test_unknown_generator_lists_the_known_ones():
 
 
 def test_arithmetic_split_sides_share_no_expression_whatever_the_seed():
-    from veriloop.tasks._arithmetic import on_heldout_side
+    from veriloop.tasks.generators._arithmetic import on_heldout_side
 
     options = {"difficulty": 1, "operands": 2, "max_operand": 9, "operators": "+-"}
     train = generate_tasks("arithmetic", seed=1, size=2000, split="train", **options)

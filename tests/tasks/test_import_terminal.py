@@ -8,7 +8,7 @@ import pytest
 
 from veriloop.core import RowErrors, Task
 from veriloop.tasks import import_tasks
-from veriloop.tasks._import_terminal import terminal_task_fields
+from veriloop.tasks.importers._terminal import terminal_task_fields
 from veriloop.verifiers import VERIFIERS
 
 READY = "workspace" in Task.model_fields and "workspace_tests" in VERIFIERS.names()

@@ -11,7 +11,7 @@ import pytest
 from veriloop.core import Response, Task
 from veriloop.rollout import EpisodeConfig, ReplayEngine, SandboxTools, StopConfig, rollout
 from veriloop.tasks import generate_tasks
-from veriloop.tasks._kept_constraints import LEVELS
+from veriloop.tasks.generators._kept_constraints import LEVELS
 from veriloop.verifiers import verify
 
 

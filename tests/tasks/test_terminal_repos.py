@@ -19,7 +19,7 @@ import pytest
 
 from veriloop.core import Task, UserError
 from veriloop.tasks import GENERATORS, generate_tasks
-from veriloop.tasks._terminal_repos import (
+from veriloop.tasks.generators._terminal_repos import (
     LEVELS,
     THEMES,
     VISIBLE_TEST,
@@ -79,7 +79,7 @@ def test_records_have_exactly_the_task_fields(drawn):
 
 
 def test_same_seed_same_records_other_seed_other_repositories(drawn):
-    from veriloop.tasks._terminal_repos import _visible_failure
+    from veriloop.tasks.generators._terminal_repos import _visible_failure
 
     _visible_failure.cache_clear()  # rerun pytest, so its output is compared too
     again = records(11, 3, 2)

@@ -56,7 +56,7 @@ def _summary(before: float, after: float, gain: float, ci: list[float]) -> dict:
 
 
 def test_the_headline_states_the_heldout_result_before_and_after_with_its_interval():
-    from veriloop.training._quickstart import quickstart_headline
+    from veriloop.training.recipes._quickstart import quickstart_headline
 
     assert quickstart_headline(_summary(0.3137, 0.5, 18.63, [12.41, 24.96])) == (
         "Held-out pass@1 went from 31.4% before RL to 50.0% after: +18.6 points "
@@ -69,7 +69,7 @@ def test_the_report_leads_with_the_headline_over_real_evals(tmp_path, tiny_engin
     from veriloop.core import write_jsonl
     from veriloop.evaluation import run_eval
     from veriloop.tasks import generate_tasks
-    from veriloop.training._quickstart import HELDOUT_FILE, RL_DIR, write_quickstart_report
+    from veriloop.training.recipes._quickstart import HELDOUT_FILE, RL_DIR, write_quickstart_report
 
     write_jsonl(tmp_path / HELDOUT_FILE, generate_tasks("arithmetic", seed=2, size=6))
     for name in ("base", "final"):

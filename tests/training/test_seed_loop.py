@@ -50,7 +50,7 @@ def test_word_problems_golds_pass_the_math_verifier_and_each_level_adds_shapes()
 def test_a_place_value_slip_is_always_a_wrong_answer():
     import random
 
-    from veriloop.training._seed_loop import place_value_slip
+    from veriloop.training.recipes._seed_loop import place_value_slip
 
     rng = random.Random(0)
     tasks = generate_tasks("word-problems", seed=6, size=400, difficulty=3)
@@ -62,7 +62,7 @@ def test_a_place_value_slip_is_always_a_wrong_answer():
 
 
 def test_demonstrations_carry_each_domains_mistake_in_its_share():
-    from veriloop.training._seed_loop import DOMAINS, SeedLoopConfig, demonstrations
+    from veriloop.training.recipes._seed_loop import DOMAINS, SeedLoopConfig, demonstrations
 
     config = SeedLoopConfig(code_error=0.5, tool_error=0.4)
     tasks = []
@@ -90,7 +90,7 @@ def test_the_demonstrated_tool_use_runs_in_the_sandbox_and_passes_while_a_guess_
     from veriloop.core import write_jsonl
     from veriloop.rollout import ReplayEngine, rollout
     from veriloop.training._rollout_worker import sandbox_tools
-    from veriloop.training._seed_loop import SeedLoopConfig, eval_episode
+    from veriloop.training.recipes._seed_loop import SeedLoopConfig, eval_episode
 
     tasks = generate_tasks("tool-arithmetic", seed=4, size=2, min_digits=3, max_digits=3)
     expression = tasks[0].metadata["expression"]
@@ -122,7 +122,7 @@ def test_the_demonstrated_tool_use_runs_in_the_sandbox_and_passes_while_a_guess_
 
 
 def test_slide_back_is_measured_against_the_best_earlier_check():
-    from veriloop.training._seed_loop import slide_back_points
+    from veriloop.training.recipes._seed_loop import slide_back_points
 
     log = [{"heldout_pass@1": {"code": 0.2, "math": 0.5}}, {"heldout_pass@1": {"code": 0.4, "math": 0.6}}]
     assert slide_back_points(log) == {"code": 0.0, "math": 0.0}

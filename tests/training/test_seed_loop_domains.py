@@ -10,7 +10,7 @@ import pytest
 from veriloop.core import Response, Task, read_records
 from veriloop.evaluation import read_samples
 from veriloop.tasks import generate_tasks
-from veriloop.training._seed_loop import (
+from veriloop.training.recipes._seed_loop import (
     DOMAIN_NAMES,
     SeedLoopConfig,
     chosen_domains,

@@ -67,7 +67,7 @@ def test_two_rl_steps_on_the_real_model(smollm2_dir, tmp_path):
     """SmolLM2-135M-Instruct itself: rollouts from a bfloat16 snapshot, a bfloat16-autocast
     update of the float32 weights, twice (a few seconds a step)."""
     from veriloop.training import RLTrainer, SmolLM2Config, read_metrics
-    from veriloop.training._smollm2 import make_splits, rl_config
+    from veriloop.training.recipes._smollm2 import make_splits, rl_config
 
     config = SmolLM2Config(out=str(tmp_path), rl_steps=2, prompts_per_step=4, group_size=4, max_tokens=12)
     splits = make_splits(config, tmp_path)

@@ -2,7 +2,7 @@
 
 Two recipes: ``arithmetic`` (the default: one domain, exact answers) and ``seed-loop`` (code,
 math and tool use in one run, with domain weights, per-domain normalisation and the seesaw
-monitor; ``veriloop.training._seed_loop``).
+monitor; ``veriloop.training.recipes._seed_loop``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _arithmetic_results(summary: dict[str, Any]) -> list[str]:
 
 
 def _seed_loop_results(summary: dict[str, Any]) -> list[str]:
-    from veriloop.training._seed_loop import domain_results
+    from veriloop.training.recipes._seed_loop import domain_results
 
     return ["held-out pass@1 " + line for line in domain_results(summary)]
 

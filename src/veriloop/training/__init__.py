@@ -9,9 +9,6 @@ from veriloop.training._import_gguf import ImportedModel, import_gguf
 from veriloop.training._ledger import Draw, PromptLedger, ledger_summary, read_ledger
 from veriloop.training._metrics import read_metrics
 from veriloop.training._pipeline import AsyncSampler, SampledBatch
-from veriloop.training._quickstart import QuickstartConfig, run_quickstart
-from veriloop.training._seed_loop import SeedLoopConfig, run_seed_loop
-from veriloop.training._smollm2 import SmolLM2Config, run_smollm2, smollm2_results
 from veriloop.training._data import seed_everything
 from veriloop.training._rl import RLTrainer
 from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, episode_config
@@ -25,6 +22,15 @@ from veriloop.training._sft import (
     train_sft,
 )
 from veriloop.training._tiny_model import TinyModelSpec, init_tiny_model
+from veriloop.training.recipes import (  # recipes drive the trainers above, so they come last
+    QuickstartConfig,
+    SeedLoopConfig,
+    SmolLM2Config,
+    run_quickstart,
+    run_seed_loop,
+    run_smollm2,
+    smollm2_results,
+)
 
 __all__ = [
     "KNOWN_MODELS",

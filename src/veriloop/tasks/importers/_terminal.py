@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from veriloop.core import Task, UserError, describe_validation_error
-from veriloop.tasks._import_rows import tasks_from_rows
+from veriloop.tasks.importers._rows import tasks_from_rows
 from veriloop.tasks._sources import SourceOptions, register_importer
 
 COMMAND = ("python", "-m", "pytest", "-q")

@@ -41,11 +41,11 @@ from pydantic import Field
 
 from veriloop.core import Task, UserError
 from veriloop.tasks._sources import GeneratorOptions, register_generator, seeded_streams
-from veriloop.tasks._terminal_bank import BANK
-from veriloop.tasks._terminal_shapes import GEOMETRY
-from veriloop.tasks._terminal_shop import INVENTORY
-from veriloop.tasks._terminal_text import TEXT_STATS
-from veriloop.tasks._terminal_themes import Bug, Misuse, Theme, Unit
+from veriloop.tasks.generators._terminal_bank import BANK
+from veriloop.tasks.generators._terminal_shapes import GEOMETRY
+from veriloop.tasks.generators._terminal_shop import INVENTORY
+from veriloop.tasks.generators._terminal_text import TEXT_STATS
+from veriloop.tasks.generators._terminal_themes import Bug, Misuse, Theme, Unit
 
 GENERATOR = "terminal-repos"
 COMMAND = ["python", "-m", "pytest", "-q"]

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from veriloop.core import Task, UserError, atomic_write, read_records, write_jsonl
 from veriloop.training._config import TrainConfig
-from veriloop.training._quickstart import RL_DIR, RecipeConfig, Report, recipe_rollout, reporter, stage_done
+from veriloop.training.recipes._quickstart import RL_DIR, RecipeConfig, Report, recipe_rollout, reporter, stage_done
 
 SPLITS = {"train": "tasks/train.jsonl", "heldout": "tasks/heldout.jsonl", "ood": "tasks/ood.jsonl"}
 
@@ -279,7 +279,7 @@ def run_smollm2(config: SmolLM2Config, progress: Report | None = None) -> dict[s
 
 def headline(summary: dict[str, Any]) -> str:
     """The recipe's result in one or two sentences: held-out pass@1 before and after RL, and out of distribution."""
-    from veriloop.training._quickstart import quickstart_headline
+    from veriloop.training.recipes._quickstart import quickstart_headline
 
     line = quickstart_headline(summary)
     if "ood" in summary:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from veriloop.tasks._numeric_tables import company_name
+from veriloop.tasks.generators._numeric_tables import company_name
 
 _SEGMENTS = ("Industrial", "Consumer", "Services", "Healthcare", "Digital", "Infrastructure", "Aftermarket")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from veriloop.tasks._terminal_themes import Bug, Misuse, Module, Theme, Unit, ValueUnit, distinct
+from veriloop.tasks.generators._terminal_themes import Bug, Misuse, Module, Theme, Unit, ValueUnit, distinct
 
 
 def _geometry_draw(rng: random.Random) -> dict[str, object]:

@@ -63,7 +63,7 @@ from pydantic import Field, field_validator
 from veriloop.core import Task, atomic_write, read_records, write_jsonl
 from veriloop.rollout import check_domain_budgets
 from veriloop.training._config import TrainConfig
-from veriloop.training._quickstart import (
+from veriloop.training.recipes._quickstart import (
     recipe_rollout,
     REPORT_FILE,
     RL_DIR,
@@ -269,7 +269,7 @@ def check_environments(tasks: list[Task]) -> None:
     """UserError before any training when an environment the tasks run on is not built."""
     from veriloop.core import UserError
     from veriloop.sandbox._environments import load_environment
-    from veriloop.tasks._cad_parts import CAD_ENVIRONMENT_PACKAGES
+    from veriloop.tasks.generators._cad_parts import CAD_ENVIRONMENT_PACKAGES
 
     for name in sorted({t.environment for t in tasks if t.environment}):
         try:

@@ -29,7 +29,7 @@ from typing import Literal
 from pydantic import Field
 
 from veriloop.core import Task
-from veriloop.tasks._financial_statements import Report, Year, draw_report, income_statement, pages
+from veriloop.tasks.generators._financial_statements import Report, Year, draw_report, income_statement, pages
 from veriloop.tasks._sources import GeneratorOptions, generated_task, id_variant, register_generator, seeded_streams
 
 ANSWER_FORMAT = (

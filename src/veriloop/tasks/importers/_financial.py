@@ -23,8 +23,8 @@ from typing import Any
 from pydantic import Field
 
 from veriloop.core import Task
-from veriloop.tasks._financial_docs import ANSWER_FORMAT
-from veriloop.tasks._import_rows import tasks_from_rows
+from veriloop.tasks.generators._financial_docs import ANSWER_FORMAT
+from veriloop.tasks.importers._rows import tasks_from_rows
 from veriloop.tasks._sources import SourceOptions, register_importer
 
 _MAX_DOCUMENT_BYTES = 2_000_000
