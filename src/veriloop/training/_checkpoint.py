@@ -46,7 +46,8 @@ def save_checkpoint(
     keep: int,
     model_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``root/step-NNNNNNNN`` atomically and prune older ones beyond ``keep``.
+    """Write ``root/step-NNNNNNNN`` atomically and prune older ones beyond ``keep`` (the SFT
+    trainer's; the RL trainer writes its ``RunState.state_dict()``, same keys, with ``write_checkpoint``).
 
     ``sampler_state`` is the data cursor (the RL sampler's, or any dict of plain values).
     ``optimizer_state`` is the optimizer's ``state_dict`` as one process holds it (whole tensors);

@@ -6,7 +6,8 @@
     metrics; ``train`` adds periodic evaluation and checkpoints.
 
 Rollouts run on the backend ``rollout_backend_for`` picks (``_backends.py``); step timing is kept
-by a ``StepTimer`` (``_step_timer.py``).
+by a ``StepTimer`` (``_step_timer.py``). All that the steps change is one record, ``trainer.state``
+(``RunState``, ``_run_state.py``), which checkpoints save with the weights (``_rl_checkpoint.py``).
 """
 
 from __future__ import annotations
