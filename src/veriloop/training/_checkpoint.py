@@ -19,6 +19,7 @@ from veriloop.training._data import SamplerState
 
 
 def rng_state() -> dict[str, Any]:
+    """The process's generators: Python's, NumPy's, torch's (CPU), and every CUDA device's."""
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -45,29 +46,42 @@ def save_checkpoint(
     keep: int,
     model_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``root/step-NNNNNNNN`` atomically and prune older ones beyond ``keep``.
+    """Write ``root/step-NNNNNNNN`` atomically and prune older ones beyond ``keep`` (the SFT
+    trainer's; the RL trainer writes its ``RunState.state_dict()``, same keys, with ``write_checkpoint``).
 
     ``sampler_state`` is the data cursor (the RL sampler's, or any dict of plain values).
     ``optimizer_state`` is the optimizer's ``state_dict`` as one process holds it (whole tensors);
     ``model_state``, when given, the weights to save in place of ``model.state_dict()``.
     """
+    trainer_state = {
+        "step": step,
+        "optimizer": optimizer_state,
+        "scheduler": scheduler.state_dict(),
+        "rng": rng_state(),
+        "sampler": sampler_state if isinstance(sampler_state, dict) else dataclasses.asdict(sampler_state),
+        "extra": extra,
+    }
+    return write_checkpoint(root, step, model, tokenizer, trainer_state, keep, model_state)
+
+
+def write_checkpoint(
+    root: Path,
+    step: int,
+    model: Any,
+    tokenizer: Any,
+    trainer_state: dict[str, Any],
+    keep: int,
+    model_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``root/step-NNNNNNNN`` (the model, and ``trainer_state`` as ``trainer_state.pt``)
+    atomically, and prune older ones beyond ``keep``."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:08d}"
     staging = root / f".step-{step:08d}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging / "model", state_dict=model_state)
     tokenizer.save_pretrained(staging / "model")
-    torch.save(
-        {
-            "step": step,
-            "optimizer": optimizer_state,
-            "scheduler": scheduler.state_dict(),
-            "rng": rng_state(),
-            "sampler": sampler_state if isinstance(sampler_state, dict) else dataclasses.asdict(sampler_state),
-            "extra": extra,
-        },
-        staging / "trainer_state.pt",
-    )
+    torch.save(trainer_state, staging / "trainer_state.pt")
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
     for old in list_checkpoints(root)[:-keep]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from veriloop.core import Task
+from veriloop.core import Task, UserError
 from veriloop.scheduling import DomainSchedule
 from veriloop.tasks import load_tasks
 from veriloop.training._config import TrainConfig
@@ -24,9 +26,11 @@ def seed_everything(seed: int) -> None:
 
 @dataclass
 class SamplerState:
-    epoch: int = 0
-    position: int = 0
-    drawn: int = 0
+    """A ``TaskSampler``'s cursor."""
+
+    epoch: int = 0  # passes over the tasks begun (each in its own seeded order)
+    position: int = 0  # tasks drawn in the current pass
+    drawn: int = 0  # tasks drawn in all
 
 
 class TaskSampler:
@@ -56,6 +60,16 @@ class TaskSampler:
             self.state.position += 1
             self.state.drawn += 1
         return out
+
+    def load_state(self, data: Mapping[str, Any]) -> None:
+        """Continue from a checkpoint's ``dataclasses.asdict(state)``."""
+        if set(data) != {field.name for field in dataclasses.fields(SamplerState)}:
+            raise UserError(
+                "the checkpoint's data position is a multi-domain schedule's (it was saved with a schedule "
+                "section); resume with the settings it was saved with, or use another run.out"
+            )
+        self.state = SamplerState(**data)
+        self._order = self._permutation(self.state.epoch)
 
 
 def training_tasks(

@@ -6,7 +6,8 @@
     metrics; ``train`` adds periodic evaluation and checkpoints.
 
 Rollouts run on the backend ``rollout_backend_for`` picks (``_backends.py``); step timing is kept
-by a ``StepTimer`` (``_step_timer.py``).
+by a ``StepTimer`` (``_step_timer.py``). All that the steps change is one record, ``trainer.state``
+(``RunState``, ``_run_state.py``), which checkpoints save with the weights (``_rl_checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from veriloop.training._batch import (
     logprobs_without_grad,
     token_batch,
 )
-from veriloop.training._checkpoint import list_checkpoints
 from veriloop.training._config import TrainConfig
 from veriloop.training._data import TaskSampler, seed_everything, training_tasks
 from veriloop.training._distributed import check_data_parallel, process_group_for
@@ -50,7 +50,8 @@ from veriloop.training._ledger import PromptLedger
 from veriloop.training._metrics import MetricsLogger
 from veriloop.training._model import load_policy, reference_model, save_final
 from veriloop.training._objective import LossInputs, objective
-from veriloop.training._rl_checkpoint import resume_rl, save_rl_checkpoint
+from veriloop.training._rl_checkpoint import RLCheckpoints, resume_rl
+from veriloop.training._run_state import RunState
 from veriloop.training._parallel_strategy import as_float, strategy_for
 from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, staleness_metrics
 from veriloop.sandbox._environments import environment_hashes
@@ -89,7 +90,8 @@ class RLTrainer:
             None if self.ranks.is_main else Path(tempfile.mkdtemp(prefix=f"veriloop-rank{self.ranks.rank}-"))
         )
         logs = self._scratch or self.out
-        self.checkpoint_dir = self.out / "checkpoints"
+        self.checkpoints = RLCheckpoints.of_run(config)  # under OUT/checkpoints
+        self.checkpoint_dir = self.checkpoints.root
         seed_everything(config.run.seed)
         self.tasks, self.heldout, self.schedule = training_tasks(config, tasks, heldout)
         self._owns_tools = tools is None
@@ -98,8 +100,7 @@ class RLTrainer:
         self.tools = tools
         if config.pipeline.torch_threads:
             torch.set_num_threads(config.pipeline.torch_threads)
-        checkpoints = list_checkpoints(self.checkpoint_dir)
-        resume_from = checkpoints[-1] if checkpoints else None
+        resume_from = self.checkpoints.latest()
         main = self.ranks.is_main
         check_and_save_run_config(self.out, config, resuming=resume_from is not None, save=main)
         environments = environment_hashes(t.environment for t in self.tasks if t.environment)
@@ -117,27 +118,19 @@ class RLTrainer:
         )
         # ddp or fsdp (``_parallel_strategy.py``); fsdp shards the model's parameters in place.
         self.parallel = strategy_for(config.distributed.strategy, self.ranks, self.model, config.model.device)
+        sampler = self.schedule if self.schedule is not None else TaskSampler(self.tasks, config.run.seed)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
-        # The fused kernel (one pass over all parameters) where torch has it: 6x faster on CPU.
-        fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in trainable)
-        self.optimizer = torch.optim.AdamW(
-            trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay, fused=fused
-        )
+        self.state = RunState.start(trainable, config.optim, sampler)  # all that steps change (``_run_state.py``)
         self.parallel.gather_weights()  # fsdp: the engine samples from the full weights
-        warmup = max(config.optim.warmup_steps, 1)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warmup))
-        self.sampler = self.schedule if self.schedule is not None else TaskSampler(self.tasks, config.run.seed)
-        self.step_index = 0
-        self.draws = 0  # prompts drawn by the steps trained so far (the ledger's length)
-        self.trained_sampler_state = self.sampler.state  # the cursor as of the last trained step
         self.episode = episode_config(config)
         self.metrics = MetricsLogger(logs, config.run.loggers if main else (), config.model_dump(mode="json"))
         self.store = TrajectoryStore(self.out / "trajectories") if config.run.save_trajectories and main else None
         self.ledger = PromptLedger(logs)
         self.heartbeats = Heartbeats(config.pipeline.stall_after_s, logs, on_stall=_warn_stall)
         if resume_from is not None:
-            resume_rl(self, resume_from)
-        self._next_draw = self.draws  # the producer's count, ahead of ``draws`` in async mode
+            resume_rl(resume_from, self.state, self.parallel, self.ledger, self.metrics, self.store)
+            self.engine.policy_version = self.state.policy_version
+        self._next_draw = self.state.draws  # the producer's count, ahead of ``state.draws`` in async mode
         if config.rollout.engine == "vllm" and self.ranks.world_size > 1:
             raise UserError("rollout.engine=vllm samples beside one trainer process; run it without torchrun")
         self.backend = rollout_backend_for(config, engine=self.engine, tokenizer=self.tokenizer, tools=self.tools)
@@ -155,7 +148,7 @@ class RLTrainer:
         # signal (all rewards equal) are dropped and refilled from fresh prompts. In async
         # mode the batch was sampled ahead, by a policy at most max_staleness versions old.
         sampled, queue_depth = self._next_batch()
-        self.step_index += 1
+        self.state.step += 1
         groups = sampled.groups
         if not groups:
             return self._finish_step(
@@ -190,8 +183,8 @@ class RLTrainer:
         update = self._update(inputs)
         # 8. Weight sync: the new version goes to the rollout backend and tags later samples.
         self._publish_weights(self.version + 1)
-        if self.store is not None:
-            self.store.append(trajectories)
+        if self.store is not None and self.store.append(trajectories) is not None:
+            self.state.trajectory_parts += 1
         return self._finish_step(
             sampled,
             {
@@ -211,24 +204,32 @@ class RLTrainer:
     @property
     def version(self) -> int:
         """The trainer's policy version: how many updates its weights have had."""
-        return self.engine.policy_version
+        return self.state.policy_version
+
+    # The record's parts under the names the trainer had before it (read-only).
+    step_index = property(lambda self: self.state.step, doc="Steps taken: ``state.step``.")
+    optimizer = property(lambda self: self.state.optimizer, doc="``state.optimizer``.")
+    scheduler = property(lambda self: self.state.scheduler, doc="``state.scheduler``.")
+    sampler = property(lambda self: self.state.sampler, doc="``state.sampler``.")
+    draws = property(lambda self: self.state.draws, doc="``state.draws``.")
+    trained_sampler_state = property(lambda self: self.state.trained_cursor, doc="``state.trained_cursor``.")
 
     def _next_batch(self) -> tuple[SampledBatch, int]:
         """The batch of the next step and the queue depth it found; the time it took is the step's wait."""
         with self.timer.phase("wait"):
             if self.pipeline is None:
-                return self._sample_groups(self.step_index + 1), 0
-            with self.heartbeats.phase("train", f"step {self.step_index + 1}: waiting for its batch"):
+                return self._sample_groups(self.state.step + 1), 0
+            with self.heartbeats.phase("train", f"step {self.state.step + 1}: waiting for its batch"):
                 sampled, _, queue_depth = self.pipeline.next()
                 return sampled, queue_depth
 
     def _finish_step(self, sampled: SampledBatch, metrics: dict[str, Any], queue_depth: int) -> dict[str, Any]:
         """Accounting shared by trained and skipped steps: ledger, cursor, timing, log."""
-        self.ledger.record(self.step_index, sampled.draws)
-        self.draws += len(sampled.draws)
-        self.trained_sampler_state = sampled.sampler_state
+        self.ledger.record(self.state.step, sampled.draws)
+        self.state.draws += len(sampled.draws)
+        self.state.trained_cursor = sampled.sampler_state
         if self.pipeline is not None:  # the producer may start the batch this step was holding back
-            self.pipeline.step_done(self.step_index, self.version, self._unsent_weights)
+            self.pipeline.step_done(self.state.step, self.version, self._unsent_weights)
             self._unsent_weights = None
         return self._log({**metrics, "policy_version": self.version, **self.timer.metrics(sampled, queue_depth)})
 
@@ -251,7 +252,7 @@ class RLTrainer:
         version = self.backend.policy_version
         started = time.monotonic()
         while len(kept) < cfg.prompts_per_step and rounds <= (algo.max_refills if algo.dynamic_sampling else 0):
-            tasks = self.sampler.next(cfg.prompts_per_step - len(kept))
+            tasks = self.state.sampler.next(cfg.prompts_per_step - len(kept))
             seed = self.config.run.seed * 1_000_003 + (step - 1) * 101 + rounds
             doing = f"step {step}, round {rounds + 1}: {len(tasks)} prompts x {cfg.group_size} samples"
             self.heartbeats.beat("rollout", doing)
@@ -307,7 +308,7 @@ class RLTrainer:
                 **{f"context/{name}": value for name, value in context_summary(sampled).items()},
             },
             draws,
-            copy.deepcopy(self.sampler.state),
+            copy.deepcopy(self.state.sampler.state),
             version,
             busy_s=time.monotonic() - started,
         )
@@ -420,10 +421,10 @@ class RLTrainer:
         total_tokens = max(total_tokens, 1.0)
         sums: dict[str, float] = {}
         self.model.train()
-        doing = f"step {self.step_index}: update on {len(inputs)} sequences"
+        doing = f"step {self.state.step}: update on {len(inputs)} sequences"
         with self.timer.phase("update"), self.heartbeats.phase("train", doing):
             for _ in range(optim.updates_per_batch):
-                self.optimizer.zero_grad(set_to_none=True)
+                self.state.optimizer.zero_grad(set_to_none=True)
                 pass_sums: dict[str, float] = {}
                 for rows in self.parallel.micro_batches(len(inputs), optim.micro_batch_size):
                     micro = inputs.select(rows)
@@ -446,14 +447,14 @@ class RLTrainer:
                 for part in self.ranks.gather(pass_sums):  # a rank with no rows adds nothing
                     for key, value in part.items():
                         sums[key] = sums.get(key, 0.0) + value / optim.updates_per_batch
-                trainable = [p for group in self.optimizer.param_groups for p in group["params"]]
+                trainable = [p for group in self.state.optimizer.param_groups for p in group["params"]]
                 self.parallel.reduce_gradients(trainable)  # (summed over ranks: the whole step's gradient)
                 grad_norm = torch.nn.utils.clip_grad_norm_(trainable, optim.max_grad_norm)
-                self.optimizer.step()
-                self.scheduler.step()
+                self.state.optimizer.step()
+                self.state.scheduler.step()
             self.parallel.gather_weights()
         self.model.eval()
-        return {**sums, "grad_norm": as_float(grad_norm), "lr": self.scheduler.get_last_lr()[0]}
+        return {**sums, "grad_norm": as_float(grad_norm), "lr": self.state.scheduler.get_last_lr()[0]}
 
     def _dual_clip(self, stale: bool) -> float | None:
         """The ratio cap for negative advantages: ``algorithm.dual_clip``, lowered to ``pipeline.is_cap``
@@ -494,23 +495,23 @@ class RLTrainer:
         self._seesaw_check()  # the baseline, before the first step
         self._start_pipeline()
         try:
-            while self.step_index < run.steps and not (self.schedule is not None and self.schedule.stop_requested):
+            while self.state.step < run.steps and not (self.schedule is not None and self.schedule.stop_requested):
                 metrics = self.step()
-                if run.eval_every and self.heldout and self.step_index % run.eval_every == 0:
-                    doing = f"step {self.step_index}: {len(self.heldout)} held-out tasks"
+                if run.eval_every and self.heldout and self.state.step % run.eval_every == 0:
+                    doing = f"step {self.state.step}: {len(self.heldout)} held-out tasks"
                     with self.heartbeats.phase("evaluate", doing):
                         evaluation = self.evaluate()
-                    self.metrics.log(self.step_index, evaluation)
+                    self.metrics.log(self.state.step, evaluation)
                     metrics.update(evaluation)
                 metrics.update(self._seesaw_check())
-                if run.checkpoint_every and self.step_index % run.checkpoint_every == 0:
+                if run.checkpoint_every and self.state.step % run.checkpoint_every == 0:
                     self.save_checkpoint()
                 history.append(metrics)
                 if on_step is not None:
-                    on_step(self.step_index, metrics)
+                    on_step(self.state.step, metrics)
         finally:
             self._stop_pipeline()
-        if not run.checkpoint_every or self.step_index % run.checkpoint_every:
+        if not run.checkpoint_every or self.state.step % run.checkpoint_every:
             self.save_checkpoint()
         if self.ranks.is_main:
             save_final(self.model, self.tokenizer, self.out / "final", self.parallel.model_state(self.model))
@@ -537,7 +538,7 @@ class RLTrainer:
             self.pipeline = AsyncSampler(
                 self._sample_groups,
                 self.backend.set_weights,
-                first_step=self.step_index + 1,
+                first_step=self.state.step + 1,
                 last_step=self.config.run.steps,
                 max_staleness=pipeline.max_staleness,
             ).start()
@@ -548,19 +549,21 @@ class RLTrainer:
             self.pipeline = None
 
     def _publish_weights(self, version: int) -> None:
-        """After an update: tag the trainer's engine and send the weights to the rollout backend."""
+        """After an update: the new version goes into the record and the engine, the weights to the rollout backend."""
+        self.state.policy_version = version
         self.engine.update_weights(None, version)  # the trainer's engine shares its model
         if not self.backend.receives_weights:
             return
-        state = self.backend.update_of(self.model, kept=self.pipeline is not None)  # read now, whenever loaded
+        weights = self.backend.update_of(self.model, kept=self.pipeline is not None)  # read now, whenever loaded
         if self.pipeline is not None:
-            self._unsent_weights = state  # handed to the producer when the step is done
+            self._unsent_weights = weights  # handed to the producer when the step is done
         else:
-            self.backend.set_weights(version, state)
+            self.backend.set_weights(version, weights)
 
     def save_checkpoint(self) -> Path | None:
-        """Write a checkpoint (``_rl_checkpoint.py``); None on ranks other than 0."""
-        return save_rl_checkpoint(self)
+        """Write the weights and ``state`` (``_rl_checkpoint.py``): every rank calls it, rank 0 writes it."""
+        with self.heartbeats.phase("checkpoint", f"step {self.state.step}: saving"):
+            return self.checkpoints.save(self.state, self.model, self.tokenizer, self.parallel)
 
     def _schedule_metrics(self, groups: list[list[Trajectory]]) -> dict[str, Any]:
         """Per-domain accounting and ``domain/<name>/...`` metrics of the step (schedule only)."""
@@ -568,14 +571,14 @@ class RLTrainer:
 
     def _seesaw_check(self) -> dict[str, Any]:
         """The schedule's held-out check per domain when due; its metrics are logged."""
-        if self.schedule is None or not self.schedule.seesaw_due(self.step_index):
+        if self.schedule is None or not self.schedule.seesaw_due(self.state.step):
             return {}
-        result = self.schedule.check_seesaw(self.step_index, self.engine, self.episode)
-        self.metrics.log(self.step_index, result)
+        result = self.schedule.check_seesaw(self.state.step, self.engine, self.episode)
+        self.metrics.log(self.state.step, result)
         return result
 
     def _log(self, metrics: dict[str, Any]) -> dict[str, Any]:
-        self.metrics.log(self.step_index, metrics)
+        self.metrics.log(self.state.step, metrics)
         return metrics
 
 

@@ -1,72 +1,70 @@
 """What an RL run keeps between processes: its checkpoint, written and resumed.
 
-A checkpoint holds the weights, the optimizer and scheduler, every RNG, the data cursor (of the
-last *trained* step, so an async run draws its untrained batches again), the policy version,
-the prompt ledger's length and the number of trajectory parts kept. Resuming rolls the ledger,
-the metrics and the trajectory store back to the checkpoint's step.
+A checkpoint is the model's weights and the run's state record (``RunState``, ``_run_state.py``):
+the optimizer and scheduler, every RNG, the data position (of the last *trained* step in async
+mode, so a resumed run draws its untrained batches again), the policy version, the prompt
+ledger's length and the number of trajectory parts kept. Resuming restores the record whole,
+then rolls the ledger, the metrics and the trajectory store back to its step.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from veriloop.core import UserError
-from veriloop.training._checkpoint import load_trainer_state, save_checkpoint, set_rng_state
-from veriloop.training._data import SamplerState, TaskSampler
-
-if TYPE_CHECKING:
-    from veriloop.training._rl import RLTrainer
-
-
-def save_rl_checkpoint(trainer: RLTrainer) -> Path | None:
-    """Write the trainer's checkpoint (rank 0 only, the optimizer state gathered whole; None on the others)."""
-    optimizer_state = trainer.parallel.optimizer_state(trainer.optimizer)  # fsdp: a collective
-    if not trainer.ranks.is_main:
-        return None
-    # In async mode the sampler has run ahead; the checkpoint keeps the cursor of the last
-    # trained step, so a resumed run draws the prompts of untrained batches again.
-    async_mode = trainer.config.pipeline.mode == "async"
-    sampler_state = trainer.trained_sampler_state if async_mode else trainer.sampler.state
-    with trainer.heartbeats.phase("checkpoint", f"step {trainer.step_index}: saving"):
-        return save_checkpoint(
-            trainer.checkpoint_dir,
-            trainer.step_index,
-            trainer.model,
-            trainer.tokenizer,
-            optimizer_state,
-            trainer.scheduler,
-            sampler_state,
-            {
-                "policy_version": trainer.version,
-                "draws": trainer.draws,
-                "trajectory_parts": len(trainer.store.parts()) if trainer.store is not None else 0,
-            },
-            trainer.config.run.keep_checkpoints,
-            trainer.parallel.model_state(trainer.model),
-        )
+from veriloop.rollout import TrajectoryStore
+from veriloop.training._checkpoint import list_checkpoints, load_trainer_state, write_checkpoint
+from veriloop.training._config import TrainConfig
+from veriloop.training._ledger import PromptLedger
+from veriloop.training._metrics import MetricsLogger
+from veriloop.training._run_state import RunState
 
 
-def resume_rl(trainer: RLTrainer, checkpoint: Path) -> None:
-    """Restore the trainer's state from ``checkpoint`` (its weights are already loaded)."""
-    state = load_trainer_state(checkpoint)
-    trainer.parallel.load_optimizer_state(trainer.optimizer, state["optimizer"])
-    trainer.scheduler.load_state_dict(state["scheduler"])
-    set_rng_state(state["rng"])
-    if trainer.schedule is not None:
-        trainer.schedule.load_state(state["sampler"])
-    else:
-        fields = {f.name for f in dataclasses.fields(SamplerState)}
-        if set(state["sampler"]) != fields:
-            raise UserError(f"{checkpoint}: saved by a run with a schedule section; resume it with the same config")
-        trainer.sampler = TaskSampler(trainer.tasks, trainer.config.run.seed, SamplerState(**state["sampler"]))
-    trainer.trained_sampler_state = copy.deepcopy(trainer.sampler.state)
-    trainer.step_index = state["step"]
-    trainer.engine.policy_version = state["extra"]["policy_version"]
-    trainer.draws = state["extra"].get("draws", 0)
-    trainer.ledger.truncate(trainer.draws)
-    trainer.metrics.truncate_after(trainer.step_index)
-    if trainer.store is not None and "trajectory_parts" in state["extra"]:
-        trainer.store.keep_parts(state["extra"]["trajectory_parts"])  # the rolled-back steps' trajectories go
+@dataclass(frozen=True)
+class RLCheckpoints:
+    """Where an RL run's checkpoints go, how many are kept, and which data position they keep."""
+
+    root: Path
+    keep: int  # the newest ``keep`` checkpoints stay; older ones are deleted
+    sampled_ahead: bool  # async: the sampler runs ahead, so the last trained step's cursor is kept
+
+    @classmethod
+    def of_run(cls, config: TrainConfig) -> RLCheckpoints:
+        """``run.out/checkpoints``, keeping ``run.keep_checkpoints``."""
+        return cls(Path(config.run.out) / "checkpoints", config.run.keep_checkpoints, config.pipeline.mode == "async")
+
+    def latest(self) -> Path | None:
+        """The checkpoint a run resumes from: the newest complete one (None when there is none)."""
+        found = list_checkpoints(self.root)
+        return found[-1] if found else None
+
+    def save(self, state: RunState, model: Any, tokenizer: Any, parallel: Any) -> Path | None:
+        """Write ``root/step-NNNNNNNN``: the weights and ``state`` (rank 0 only; None on the others).
+
+        Every rank must call it: ``parallel`` (``_parallel_strategy.py``) gathers a sharded
+        optimizer's state whole first.
+        """
+        optimizer_state = parallel.optimizer_state(state.optimizer)  # fsdp: a collective
+        if not parallel.ranks.is_main:
+            return None
+        saved = state.state_dict(optimizer_state, sampled_ahead=self.sampled_ahead)
+        return write_checkpoint(self.root, state.step, model, tokenizer, saved, self.keep, parallel.model_state(model))
+
+
+def resume_rl(
+    checkpoint: Path,
+    state: RunState,
+    parallel: Any,
+    ledger: PromptLedger,
+    metrics: MetricsLogger,
+    store: TrajectoryStore | None,
+) -> None:
+    """Restore ``state`` from ``checkpoint`` (whose weights the model already holds), then cut the
+    run's logs back to its step: later draws, metrics and trajectory parts belong to steps whose
+    training the interruption threw away."""
+    state.load_state_dict(load_trainer_state(checkpoint), checkpoint, parallel.load_optimizer_state)
+    ledger.truncate(state.draws)
+    metrics.truncate_after(state.step)
+    if store is not None:
+        store.keep_parts(state.trajectory_parts)
