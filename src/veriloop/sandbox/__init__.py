@@ -13,7 +13,7 @@ of ``LANGUAGES``; ``create_app`` is the HTTP service (SandboxFusion's ``/run_cod
 """
 
 from veriloop.core import ExecResult, Snapshot
-from veriloop.sandbox import _remote  # noqa: F401  (registers the "remote" backend)
+from veriloop.sandbox import _bwrap_backend, _remote  # noqa: F401  (register the "bwrap" and "remote" backends)
 from veriloop.sandbox._backend import BACKENDS, Backend, BackendSettings, SandboxUnavailable
 from veriloop.sandbox._job import Job
 from veriloop.sandbox._languages import LANGUAGES, Build, CodeRun, Language, build_code, run_code

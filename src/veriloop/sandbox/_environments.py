@@ -30,11 +30,12 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from veriloop.core import UserError, atomic_write
+from veriloop.sandbox._python import SandboxPython, find_python
 
 ENV_DIR_VARIABLE = "VERILOOP_ENV_DIR"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
@@ -134,6 +135,18 @@ def load_environment(name: str) -> Environment:
     return environment
 
 
+def environment_python(environment: Environment) -> SandboxPython:
+    """The interpreter of ``environment`` as the sandbox sees it: its base interpreter's mounts,
+    plus the environment's directory (read-only, its site-packages visible)."""
+    base = find_python(environment.base_python)
+    return replace(
+        base,
+        executable=environment.python,
+        binds=(*base.binds, environment.path),
+        warm=environment.warm,
+    )
+
+
 def environment_hashes(names) -> dict[str, str]:
     """``{name: hash}`` of the named environments (a missing one is a UserError naming its build)."""
     return {name: load_environment(name).hash for name in sorted(set(names))}
@@ -199,8 +212,6 @@ def build_environment(
     ``warm`` lists the modules to pre-import (default: the import names of ``packages`` and of
     the requirement file's packages); every one must import in the new environment.
     """
-    from veriloop.sandbox._python import find_python
-
     check_name(name)
     specifiers = [*packages, *(_requirement_names(requirements) if requirements else ())]
     if not specifiers:
