@@ -92,7 +92,7 @@ class Environment:
         return self.hash[:12]
 
 
-def store_root() -> Path:
+def environment_store() -> Path:
     """Where environments live (see the module's docstring)."""
     chosen = os.environ.get(ENV_DIR_VARIABLE)
     if chosen:
@@ -118,7 +118,7 @@ def build_command(name: str) -> str:
 def load_environment(name: str) -> Environment:
     """The environment called ``name``; UserError naming the build command when there is none."""
     check_name(name)
-    manifest = store_root() / f"{name}.json"
+    manifest = environment_store() / f"{name}.json"
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
         environment = Environment(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
@@ -153,7 +153,8 @@ def environment_hashes(names) -> dict[str, str]:
 
 
 def list_environments() -> list[Environment]:
-    root = store_root()
+    """Every built environment in the store, by name; a manifest whose directory is gone is left out."""
+    root = environment_store()
     if not root.is_dir():
         return []
     found = []
@@ -168,7 +169,7 @@ def list_environments() -> list[Environment]:
 def remove_environment(name: str) -> Environment:
     """Delete ``name``'s manifest, then its directory."""
     environment = load_environment(name)
-    (store_root() / f"{name}.json").unlink()
+    (environment_store() / f"{name}.json").unlink()
     _remove_tree(Path(environment.path))
     return environment
 
@@ -217,7 +218,7 @@ def build_environment(
     if not specifiers:
         raise UserError("env build: give --packages PACKAGE... or --requirements FILE")
     base = find_python(python)
-    root = store_root()
+    root = environment_store()
     _make_store(root)
     target = root / f"{name}.{secrets.token_hex(4)}"
     try:

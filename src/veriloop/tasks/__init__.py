@@ -6,7 +6,7 @@ from veriloop.tasks import _import_humaneval  # noqa: F401  (registers the impor
 from veriloop.tasks import _code_functions, _tool_arithmetic, _word_problems  # noqa: F401  (seed-loop generators)
 from veriloop.tasks import _import_terminal, _terminal_repos  # noqa: F401  (terminal-jsonl, terminal-repos)
 from veriloop.tasks import _financial_docs, _import_financial  # noqa: F401  (financial-docs generator and importer)
-from veriloop.tasks import _cad_parts  # noqa: F401  (cad)
+from veriloop.tasks._cad_parts import CAD_ENVIRONMENT_PACKAGES  # and registers the cad generator
 from veriloop.tasks._contamination import (
     ContaminationReport,
     Overlap,
@@ -47,4 +47,5 @@ __all__ = [
     "question_text",
     "register_generator",
     "register_importer",
+    "CAD_ENVIRONMENT_PACKAGES",
 ]
