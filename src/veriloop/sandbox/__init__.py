@@ -25,6 +25,7 @@ from veriloop.sandbox._environments import (
     load_environment,
     remove_environment,
 )
+from veriloop.sandbox._isolated_process import start_isolated_process
 from veriloop.sandbox._job import Job
 from veriloop.sandbox._languages import LANGUAGES, Build, CodeRun, Language, build_code, run_code
 from veriloop.sandbox._limits import Limits
@@ -59,4 +60,5 @@ __all__ = [
     "is_loopback",
     "joined_source",
     "open_shell",
+    "start_isolated_process",
 ]
