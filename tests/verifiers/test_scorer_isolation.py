@@ -15,8 +15,9 @@ import time
 import pytest
 
 from veriloop.verifiers import CheckTimeout, GraderError
+from veriloop.sandbox._isolated_process import kept_in_tmp
+from veriloop.verifiers.answers._check_pool import SCORER_MAX_PROCESSES as MAX_PROCESSES
 from veriloop.verifiers.answers._check_pool import CheckProcessCrashed, CheckPool
-from veriloop.verifiers.answers._scorer_sandbox import MAX_PROCESSES, kept_in_tmp
 
 # Top-level names a checkout or venv under /tmp leaves in the box's private /tmp (read-only, kept).
 _KEPT = sorted({root.split("/")[2] for root in kept_in_tmp()})
@@ -62,7 +63,6 @@ def test_an_answer_sees_no_host_files(evaluator):
         "MKL_NUM_THREADS",
         "VERILOOP_SCRATCH_DIRS",
         "VERILOOP_SCRATCH_KEEP",
-        "VERILOOP_MAX_PROCESSES",
         "PWD",
         "MKL_CBWR",
         "VERILOOP_PLUGINS",

@@ -38,7 +38,7 @@ def _table(report):
 def _regression_cases(tasks: Path, files: list[Path]):  # type: ignore[no-untyped-def]
     """The reviewed hacks of ``files`` and of the task file's own regression file, if it has one."""
     from veriloop.core import UserError
-    from veriloop.verifiers.audit._regressions import read_regressions, regression_file_for
+    from veriloop.verifiers import read_regressions, regression_file_for
 
     own = regression_file_for(tasks)
     paths = [*files, *([own] if own.is_file() and own not in files else [])]

@@ -30,7 +30,7 @@ def build(
     from rich.console import Console
 
     from veriloop.core import UserError
-    from veriloop.sandbox._environments import build_environment
+    from veriloop.sandbox import build_environment
 
     if warm and no_warm:
         raise UserError("--warm and --no-warm exclude each other")
@@ -62,7 +62,7 @@ def list_(as_json: bool = typer.Option(False, "--json", help="one JSON object pe
     """The environments built here, with their hashes and packages."""
     from dataclasses import asdict
 
-    from veriloop.sandbox._environments import list_environments, store_root
+    from veriloop.sandbox import environment_store, list_environments
 
     found = list_environments()
     if as_json:
@@ -70,7 +70,7 @@ def list_(as_json: bool = typer.Option(False, "--json", help="one JSON object pe
             typer.echo(json.dumps(asdict(environment)))
         return
     if not found:
-        typer.echo(f"no environments in {store_root()}", err=True)
+        typer.echo(f"no environments in {environment_store()}", err=True)
         return
     for environment in found:
         size = environment.size_bytes / (1 << 20)
@@ -80,7 +80,7 @@ def list_(as_json: bool = typer.Option(False, "--json", help="one JSON object pe
 @app.command("rm")
 def rm(name: str = typer.Argument(..., help="the environment to remove")) -> None:
     """Remove NAME (its manifest, then its files)."""
-    from veriloop.sandbox._environments import remove_environment
+    from veriloop.sandbox import remove_environment
 
     environment = remove_environment(name)
     typer.echo(f"removed {environment.name} ({environment.short_hash})", err=True)

@@ -86,7 +86,7 @@ def _usage_line(exc: Any) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the command line; exit 2 on user and usage errors with one line and no traceback."""
-    from veriloop.core._errors import UserError
+    from veriloop.core import UserError
 
     command = typer.main.get_command(app)
     try:

@@ -82,7 +82,7 @@ def sft(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from veriloop.training import SFTConfig, load_config, run_sft
-    from veriloop.training._distributed import RankLost, ranks_from_environment
+    from veriloop.training import RankLost, ranks_from_environment
 
     settings = load_config(config, overrides or [], model=SFTConfig)
     console = Console(stderr=True)
@@ -105,7 +105,7 @@ def sft(
 
         try:
             if settings.distributed.ray_ranks > 0 and rank is None:
-                from veriloop.training._ray_ranks import train_on_ray  # ray is imported only here
+                from veriloop.training import train_on_ray  # ray is imported only here
 
                 train_on_ray("sft", settings, on_step=report)
             else:

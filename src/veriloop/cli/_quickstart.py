@@ -31,7 +31,7 @@ def _arithmetic_results(summary: dict[str, Any]) -> list[str]:
 
 
 def _seed_loop_results(summary: dict[str, Any]) -> list[str]:
-    from veriloop.training.recipes._seed_loop import domain_results
+    from veriloop.training import domain_results
 
     return ["held-out pass@1 " + line for line in domain_results(summary)]
 

@@ -38,12 +38,8 @@ def replay(
             markup=False,
         )
     if shell:
-        from veriloop.sandbox._bwrap import open_shell
-        from veriloop.sandbox._environments import load_environment
-        from veriloop.sandbox._python import environment_python, find_python
+        from veriloop.sandbox import open_shell
 
-        name = scene.task.environment
-        python = environment_python(load_environment(name)) if name else find_python()
         err.print("a shell in the scene's workspace (a copy); exit to leave", markup=False)
-        open_shell(python, scene.snapshot.files())
+        open_shell(scene.snapshot.files(), scene.task.environment)
     return 0 if same else 1

@@ -32,7 +32,7 @@ REGISTRY_HELP = "run registry that holds the judgments (default: evals.sqlite be
 
 def _registry(runs: list[Path], registry: Path | None) -> Path:
     from veriloop.evaluation import default_registry_path
-    from veriloop.review._sources import resolve_run
+    from veriloop.review import resolve_run
 
     return registry if registry is not None else default_registry_path(resolve_run(runs[0]))
 
@@ -40,7 +40,7 @@ def _registry(runs: list[Path], registry: Path | None) -> Path:
 def _latest(runs: list[Path], registry: Path | None):  # type: ignore[no-untyped-def]
     from veriloop.core import UserError
     from veriloop.evaluation import JudgmentStore
-    from veriloop.review._sources import resolve_run
+    from veriloop.review import resolve_run
 
     path = _registry(runs, registry)
     if not path.is_file():
@@ -91,7 +91,7 @@ def serve(
 
     from veriloop.core import UserError
     from veriloop.review import SamplerConfig, build_queue, create_review_app, load_sources
-    from veriloop.sandbox._service import is_loopback
+    from veriloop.sandbox import is_loopback
 
     if token is None and not is_loopback(host):
         raise UserError(f"refusing to listen on {host} without --token: anyone who can reach it could read and judge")

@@ -84,7 +84,7 @@ def serve(
     """
     from veriloop.core import UserError
     from veriloop.sandbox import Sandbox
-    from veriloop.sandbox._service import create_app, is_loopback
+    from veriloop.sandbox import create_app, is_loopback
 
     if token is None and not is_loopback(host):
         raise UserError(f"refusing to listen on {host} without --token: anyone who can reach it could run code")

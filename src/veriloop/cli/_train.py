@@ -38,7 +38,7 @@ def train(
     )
 
     from veriloop.training import RLTrainer, load_config
-    from veriloop.training._distributed import RankLost, ranks_from_environment
+    from veriloop.training import RankLost, ranks_from_environment
 
     settings = load_config(config, overrides or [])
     console = Console(stderr=True)
@@ -79,7 +79,7 @@ def train(
         previous_term = signal.signal(signal.SIGTERM, _interrupt)
         try:
             if trainer is None:
-                from veriloop.training._ray_ranks import train_on_ray  # ray is imported only here
+                from veriloop.training import train_on_ray  # ray is imported only here
 
                 train_on_ray("rl", settings, on_step=report)
             else:

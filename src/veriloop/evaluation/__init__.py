@@ -35,7 +35,15 @@ from veriloop.evaluation._run import (
 )
 from veriloop.evaluation._scenes import Scene, find_scene, replay_scene
 from veriloop.evaluation._run_registry import REGISTRY_FILE, RegisteredRun, RunRegistry, default_registry_path
-from veriloop.evaluation._samples import EvalRun, EvalSample, load_run, read_samples, task_counts
+from veriloop.evaluation._samples import (
+    SAMPLES_FILE,
+    EvalRun,
+    EvalSample,
+    load_run,
+    load_run_tasks,
+    read_samples,
+    task_counts,
+)
 from veriloop.evaluation._summary import score_block, summarize, task_set_hash
 
 __all__ = [
@@ -92,4 +100,6 @@ __all__ = [
     "task_set_hash",
     "wilson_interval",
     "write_report",
+    "SAMPLES_FILE",
+    "load_run_tasks",
 ]

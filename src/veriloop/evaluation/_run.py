@@ -53,7 +53,7 @@ class EvalSettings(Record):
 
 def environment_hashes(tasks: Sequence[Task]) -> dict[str, str]:
     """The hash of each environment the tasks name (a missing one is a UserError naming its build)."""
-    from veriloop.sandbox._environments import environment_hashes as hashes
+    from veriloop.sandbox import environment_hashes as hashes
 
     return hashes(task.environment for task in tasks if task.environment)
 

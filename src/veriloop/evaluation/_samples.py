@@ -20,6 +20,7 @@ from veriloop.core import Record, RowErrors, Task, UserError, describe_validatio
 from veriloop.tasks import load_tasks
 
 SAMPLES_FILE = "samples.parquet"
+"""The file of an eval run's directory that holds its scored samples (one EvalSample a row)."""
 SUMMARY_FILE = "summary.json"
 SETTINGS_FILE = "eval.json"
 

@@ -11,7 +11,7 @@ stratified queue with suspicious samples first (``build_queue``); a local web ap
 from veriloop.review._app import AccessGuard, JudgmentIn, create_review_app
 from veriloop.review._export import export_hacks
 from veriloop.review._sampler import QueueItem, SamplerConfig, build_queue, suspicion
-from veriloop.review._sources import ReviewSample, ReviewTurn, load_sources
+from veriloop.review._sources import ReviewSample, ReviewTurn, load_sources, resolve_run
 
 __all__ = [
     "AccessGuard",
@@ -25,4 +25,5 @@ __all__ = [
     "export_hacks",
     "load_sources",
     "suspicion",
+    "resolve_run",
 ]

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from veriloop.evaluation import JudgmentStore, Verdict, agreement
 from veriloop.review._pages import queue_page, review_page, stats_page
 from veriloop.review._sampler import QueueItem
-from veriloop.sandbox._service import is_loopback
+from veriloop.sandbox import is_loopback
 
 STATIC = Path(__file__).with_name("static")
 STATIC_TYPES = {"review.js": "text/javascript; charset=utf-8", "review.css": "text/css; charset=utf-8"}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from veriloop.core import write_jsonl
 from veriloop.evaluation import Judgment
-from veriloop.verifiers.audit._regressions import RegressionCase, read_regressions
+from veriloop.verifiers import RegressionCase, read_regressions
 
 
 def _case(judgment: Judgment) -> RegressionCase:

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from veriloop.core import Record
 from veriloop.review._sources import ReviewSample
-from veriloop.verifiers.audit._signatures import tampering_signs
+from veriloop.verifiers import tampering_signs
 
 StratumKey = Literal["domain", "verifier_kind", "outcome"]
 

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from veriloop.core import Record, Task, Trajectory, UserError
 from veriloop.evaluation import EvalSample, Judgment, load_run, verifier_version
-from veriloop.evaluation._samples import SAMPLES_FILE, load_run_tasks
+from veriloop.evaluation import SAMPLES_FILE, load_run_tasks
 from veriloop.tasks import load_tasks, question_text
 
 TRAJECTORIES_DIR = "trajectories"

@@ -13,13 +13,25 @@ of ``LANGUAGES``; ``create_app`` is the HTTP service (SandboxFusion's ``/run_cod
 """
 
 from veriloop.core import ExecResult, Snapshot
-from veriloop.sandbox import _remote  # noqa: F401  (registers the "remote" backend)
+from veriloop.sandbox import _bwrap_backend, _remote  # noqa: F401  (register the "bwrap" and "remote" backends)
 from veriloop.sandbox._backend import BACKENDS, Backend, BackendSettings, SandboxUnavailable
+from veriloop.sandbox._bwrap import open_shell
+from veriloop.sandbox._environments import (
+    Environment,
+    build_environment,
+    environment_hashes,
+    environment_store,
+    list_environments,
+    load_environment,
+    remove_environment,
+)
+from veriloop.sandbox._isolated_process import start_isolated_process
 from veriloop.sandbox._job import Job
 from veriloop.sandbox._languages import LANGUAGES, Build, CodeRun, Language, build_code, run_code
 from veriloop.sandbox._limits import Limits
 from veriloop.sandbox._sandbox import Sandbox
-from veriloop.sandbox._service import create_app
+from veriloop.sandbox._service import create_app, is_loopback
+from veriloop.sandbox._shipped import joined_source
 
 __all__ = [
     "BACKENDS",
@@ -38,4 +50,15 @@ __all__ = [
     "build_code",
     "create_app",
     "run_code",
+    "Environment",
+    "build_environment",
+    "environment_hashes",
+    "environment_store",
+    "list_environments",
+    "load_environment",
+    "remove_environment",
+    "is_loopback",
+    "joined_source",
+    "open_shell",
+    "start_isolated_process",
 ]

@@ -1,11 +1,12 @@
 """Sandbox backends, by name: each turns a Job into an ExecResult, on ``workers`` at once.
 
-A backend that cannot start, or loses its service, raises ``SandboxUnavailable``.
+This module holds the contract (``Backend``, ``BackendSettings``, ``SandboxUnavailable``) and the
+registry; the backends register themselves: ``bwrap`` in ``_bwrap_backend.py``, ``remote`` in
+``_remote.py``. A backend that cannot start, or loses its service, raises ``SandboxUnavailable``.
 """
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -42,50 +43,3 @@ class Backend(Protocol):
 
 
 BACKENDS: Registry[Callable[[BackendSettings], Backend]] = Registry("sandbox backend")
-
-
-@BACKENDS.register("bwrap")
-class BwrapBackend:
-    """A pool of bubblewrap sandboxes, each a warm server process; a job takes a free one."""
-
-    def __init__(self, settings: BackendSettings):
-        from veriloop.sandbox._bwrap import launch_for
-        from veriloop.sandbox._python import find_python
-        from veriloop.sandbox._server_handle import ServerHandle
-
-        self.environment = None
-        if settings.environment is not None:
-            from veriloop.sandbox._environments import load_environment
-            from veriloop.sandbox._python import environment_python
-
-            if settings.python is not None:
-                raise UserError("a sandbox on an environment runs the environment's python: give one of the two")
-            self.environment = load_environment(settings.environment)
-            python = environment_python(self.environment)
-        else:
-            python = find_python(settings.python)
-        self._stamp = {"environment": self.environment.hash} if self.environment else None
-        launch = launch_for(python, settings.limits, settings.network)
-        self._servers = [ServerHandle(launch, settings.limits) for _ in range(settings.workers)]
-        self._idle: queue.SimpleQueue[ServerHandle] = queue.SimpleQueue()
-        try:
-            for server in self._servers:
-                server.spawn()
-            for server in self._servers:
-                server.wait_ready()
-                self._idle.put(server)
-        except BaseException:
-            self.close()
-            raise
-
-    def execute(self, job: Job) -> ExecResult:
-        server = self._idle.get()
-        try:
-            result = server.execute(job)
-        finally:
-            self._idle.put(server)
-        return result if self._stamp is None else result.model_copy(update=self._stamp)
-
-    def close(self) -> None:
-        for server in self._servers:
-            server.shutdown()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from veriloop.core import UserError
 from veriloop.sandbox._limits import Limits
-from veriloop.sandbox._python import SandboxPython
+from veriloop.sandbox._python import SandboxPython, find_python
 from veriloop.sandbox._seccomp import seccomp_program
 from veriloop.sandbox._shipped import bootstrap, joined_source
 
@@ -168,11 +168,19 @@ def launch_for(
     )
 
 
-def open_shell(python: SandboxPython, files: dict[str, bytes], network: bool = False) -> int:
-    """An interactive shell on this terminal in a sandbox whose ``/workspace`` holds ``files``
-    (a private copy, removed afterwards); returns the shell's exit status."""
+def open_shell(files: dict[str, bytes], environment: str | None = None, network: bool = False) -> int:
+    """An interactive shell (``/bin/sh -i``) on this terminal in a sandbox whose ``/workspace``
+    holds ``files`` (a private copy, removed afterwards), on the built environment named
+    ``environment`` or, without one, on the sandbox's base interpreter; the shell's exit status.
+
+    The sandbox is the one runs get (``launch_for`` with default ``Limits``), with no network
+    unless ``network``. A UserError when ``environment`` is not built or bubblewrap is missing.
+    """
     import tempfile
 
+    from veriloop.sandbox._environments import environment_python, load_environment
+
+    python = environment_python(load_environment(environment)) if environment else find_python()
     with tempfile.TemporaryDirectory(prefix="veriloop-shell-") as folder:
         for name, content in files.items():
             path = Path(folder, name)

@@ -1,17 +1,31 @@
-"""A memory cgroup per sandbox: a cap on a run's total memory, on top of per-process rlimits.
+"""Cgroups of sandboxes: a memory cap per sandbox, and a pids cap per isolated process's box.
 
 ``RLIMIT_AS`` bounds each process; a run of many processes could still use up to
 ``max_processes`` times ``memory_mb``. When the host runs as root with a cgroup v1 memory
 controller, each sandbox lives in its own memory cgroup capped at ``memory_mb`` plus room for
 its tmpfs mounts and its server, and an out-of-memory kill there is reported as
 ``memory_limit``. Elsewhere ``MemoryCap.create`` returns None and the rlimits alone apply.
+
+An isolated process's box (``_isolated_process.py``) caps its processes with ``RLIMIT_NPROC``,
+counted per box (per user namespace). The kernel never applies that limit to root's processes,
+and a box that root starts runs as root's user namespace, so as root each box joins a ``PidsCap``:
+a group of its own whose ``pids.max`` caps the tasks (processes and threads) in it, in the
+hierarchy that has the ``pids`` controller (cgroup v1 ``pids``, or v2 with the controller
+enabled there). ``PidsCap.create`` returns None where no such group can be made. A group is
+removed once its box has exited: boxes are swept when the next one starts and when this process
+exits.
+
+Groups of processes that no longer exist are removed when the next group is made.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
+import subprocess
+import threading
 from pathlib import Path
 
 from veriloop.sandbox._limits import MIB, Limits
@@ -20,6 +34,10 @@ _SERVER_ROOM = 64 * MIB  # the sandbox server and bubblewrap's own pages
 _TMPFS_MOUNTS = 3
 _PREFIX = "veriloop-sandbox-"
 _counter = itertools.count()
+_PIDS_V1_ROOT = Path("/sys/fs/cgroup/pids")
+_V2_ROOT = Path("/sys/fs/cgroup")
+_boxes_lock = threading.Lock()
+_boxes: list[tuple[subprocess.Popen[bytes], Path]] = []
 
 
 def _own_memory_cgroup() -> Path | None:
@@ -108,3 +126,68 @@ class MemoryCap:
             os.close(self._oom_control)
         with contextlib.suppress(OSError):
             self.path.rmdir()
+
+
+def _own_pids_cgroup() -> Path | None:
+    """This process's group in the hierarchy that has the pids controller, if we may write there."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    v1 = v2 = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            v1 = _PIDS_V1_ROOT / path.lstrip("/")
+        elif controllers == "" and (_V2_ROOT / "cgroup.controllers").exists():
+            v2 = _V2_ROOT / path.lstrip("/")
+    base = v1 or v2
+    return base if base is not None and os.access(base, os.W_OK) else None
+
+
+class PidsCap:
+    """One pids group; a box joins it by writing its pid to ``join_file``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.join_file = str(path / "cgroup.procs")
+
+    @classmethod
+    def create(cls, max_tasks: int) -> PidsCap | None:
+        """A new group holding at most ``max_tasks`` tasks, or None where none can be made (not root,
+        no pids controller, or its hierarchy is not ours to write)."""
+        parent = _own_pids_cgroup()
+        if parent is None or os.geteuid() != 0:
+            return None
+        _remove_stale(parent)
+        _sweep_boxes()
+        path = parent / f"{_PREFIX}{os.getpid()}-isolated-{next(_counter)}"
+        try:
+            path.mkdir()
+            (path / "pids.max").write_text(str(max_tasks))  # absent where the controller is not enabled
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            return None
+        return cls(path)
+
+    def belongs_to(self, box: subprocess.Popen[bytes]) -> None:
+        """Remove the group once ``box`` (the process that joined it) has exited."""
+        with _boxes_lock:
+            _boxes.append((box, self.path))
+
+
+@atexit.register
+def _sweep_boxes() -> None:
+    """Remove the groups of boxes that have exited (a group still emptying is tried next time)."""
+    with _boxes_lock:
+        for box, path in list(_boxes):
+            if box.poll() is None:
+                continue
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+            _boxes.remove((box, path))

@@ -30,11 +30,12 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from veriloop.core import UserError, atomic_write
+from veriloop.sandbox._python import SandboxPython, find_python
 
 ENV_DIR_VARIABLE = "VERILOOP_ENV_DIR"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
@@ -91,7 +92,7 @@ class Environment:
         return self.hash[:12]
 
 
-def store_root() -> Path:
+def environment_store() -> Path:
     """Where environments live (see the module's docstring)."""
     chosen = os.environ.get(ENV_DIR_VARIABLE)
     if chosen:
@@ -117,7 +118,7 @@ def build_command(name: str) -> str:
 def load_environment(name: str) -> Environment:
     """The environment called ``name``; UserError naming the build command when there is none."""
     check_name(name)
-    manifest = store_root() / f"{name}.json"
+    manifest = environment_store() / f"{name}.json"
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
         environment = Environment(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
@@ -134,13 +135,26 @@ def load_environment(name: str) -> Environment:
     return environment
 
 
+def environment_python(environment: Environment) -> SandboxPython:
+    """The interpreter of ``environment`` as the sandbox sees it: its base interpreter's mounts,
+    plus the environment's directory (read-only, its site-packages visible)."""
+    base = find_python(environment.base_python)
+    return replace(
+        base,
+        executable=environment.python,
+        binds=(*base.binds, environment.path),
+        warm=environment.warm,
+    )
+
+
 def environment_hashes(names) -> dict[str, str]:
     """``{name: hash}`` of the named environments (a missing one is a UserError naming its build)."""
     return {name: load_environment(name).hash for name in sorted(set(names))}
 
 
 def list_environments() -> list[Environment]:
-    root = store_root()
+    """Every built environment in the store, by name; a manifest whose directory is gone is left out."""
+    root = environment_store()
     if not root.is_dir():
         return []
     found = []
@@ -155,7 +169,7 @@ def list_environments() -> list[Environment]:
 def remove_environment(name: str) -> Environment:
     """Delete ``name``'s manifest, then its directory."""
     environment = load_environment(name)
-    (store_root() / f"{name}.json").unlink()
+    (environment_store() / f"{name}.json").unlink()
     _remove_tree(Path(environment.path))
     return environment
 
@@ -199,14 +213,12 @@ def build_environment(
     ``warm`` lists the modules to pre-import (default: the import names of ``packages`` and of
     the requirement file's packages); every one must import in the new environment.
     """
-    from veriloop.sandbox._python import find_python
-
     check_name(name)
     specifiers = [*packages, *(_requirement_names(requirements) if requirements else ())]
     if not specifiers:
         raise UserError("env build: give --packages PACKAGE... or --requirements FILE")
     base = find_python(python)
-    root = store_root()
+    root = environment_store()
     _make_store(root)
     target = root / f"{name}.{secrets.token_hex(4)}"
     try:

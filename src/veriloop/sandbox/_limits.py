@@ -18,7 +18,8 @@ _SERVER_TASKS = 2  # the sandbox server (the PID namespace's init) and its templ
 
 
 class Limits(Record):
-    """Resource limits of one run. Hitting one is a status of the ExecResult, not an exception.
+    """Resource limits of one run (or of an isolated process, below). Hitting one is a status of
+    the ExecResult, not an exception.
 
     | field          | what it limits                | mechanism                               | enforced in                   |
     |----------------|-------------------------------|-----------------------------------------|-------------------------------|
@@ -33,6 +34,15 @@ class Limits(Record):
     | disk_mb        | each writable mount           | tmpfs --size, set as the sandbox starts | _bwrap.py                     |
     |                | a snapshot of the workspace   | a larger one is not sent back           | sandboxed/_workspace_files.py |
     | output_bytes   | stdout and stderr, each       | the run ends one byte past it           | sandboxed/_supervise.py       |
+
+    A long-lived isolated process (``start_isolated_process``, ``_isolated_process.py``) gets
+    ``memory_mb``, ``max_processes``, ``max_open_files`` and ``max_file_mb`` as RLIMIT_AS,
+    RLIMIT_NPROC (no more than ``max_processes``), RLIMIT_NOFILE and RLIMIT_FSIZE, set in its box
+    before its command starts (``max_processes`` also as a pids cgroup as root, ``_cgroup.py``),
+    and ``disk_mb`` as the size of its private ``/tmp``; it is not a run, so
+    ``timeout_s``, ``cpu_s`` and ``output_bytes`` do not apply (its caller bounds each exchange).
+    Network is no limit but a capability: a Sandbox has none unless asked (``network=True``), and
+    an isolated process never has any.
 
     ``enforced_limits`` gives the server the numbers it applies. Without the memory cgroup (it
     needs a host running as root with a cgroup v1 memory controller) a run of several processes

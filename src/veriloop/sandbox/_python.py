@@ -14,14 +14,9 @@ import os
 import stat
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from veriloop.core import UserError
-
-if TYPE_CHECKING:
-    from veriloop.sandbox._environments import Environment
 
 _PROBE = (
     "import json, site, sys, sysconfig;"
@@ -109,16 +104,4 @@ def find_python(explicit: str | None = None) -> SandboxPython:
         "no Python interpreter usable inside the sandbox"
         + (f" ({'; '.join(problems)})" if problems else "")
         + "; install one (apt-get install python3) or pass python=PATH"
-    )
-
-
-def environment_python(environment: Environment) -> SandboxPython:
-    """The interpreter of ``environment`` as the sandbox sees it: its base interpreter's mounts,
-    plus the environment's directory (read-only, its site-packages visible)."""
-    base = find_python(environment.base_python)
-    return replace(
-        base,
-        executable=environment.python,
-        binds=(*base.binds, environment.path),
-        warm=environment.warm,
     )

@@ -24,7 +24,9 @@ def module_source(folder: Path, name: str) -> str:
 
 
 def joined_source(folder: Path, names: tuple[str, ...]) -> str:
-    """The script made of the modules ``names`` of ``folder``, in that order."""
+    """The script made of the modules ``names`` of ``folder``, in that order: one namespace,
+    without the lines ending in the strip marker (``# sandbox: strip``) by which a module imports
+    its siblings. Read once per folder and name, then cached."""
     return "".join(module_source(folder, name) for name in names)
 
 

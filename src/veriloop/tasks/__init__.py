@@ -2,6 +2,7 @@
 
 from veriloop.tasks._validate import TaskSetCheck, check_task, check_task_file, load_tasks
 from veriloop.tasks import generators, importers  # noqa: F401  (registers the generators and importers)
+from veriloop.tasks.generators._cad_parts import CAD_ENVIRONMENT_PACKAGES
 from veriloop.tasks._contamination import (
     ContaminationReport,
     Overlap,
@@ -42,4 +43,5 @@ __all__ = [
     "question_text",
     "register_generator",
     "register_importer",
+    "CAD_ENVIRONMENT_PACKAGES",
 ]

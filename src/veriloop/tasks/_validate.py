@@ -19,8 +19,7 @@ from veriloop.core import (
     describe_validation_error,
     iter_objects,
 )
-from veriloop.verifiers import VERIFIERS
-from veriloop.verifiers._registry import task_problem
+from veriloop.verifiers import VERIFIERS, task_problem
 
 
 @dataclass(frozen=True)

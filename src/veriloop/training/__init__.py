@@ -3,6 +3,7 @@
 from veriloop.training._backends import ROLLOUT_BACKENDS, LocalBackend, RolloutBackend, SharedBackend
 from veriloop.training._config import SFTConfig, TrainConfig, load_config
 from veriloop.training._data import SamplerState, TaskSampler
+from veriloop.training._distributed import RankLost, ranks_from_environment
 from veriloop.training._fetch_model import KNOWN_MODELS, FetchedModel, KnownModel, fetch_model, model_cache_dir
 from veriloop.training._heartbeat import Heartbeats, Stall, read_events
 from veriloop.training._import_gguf import ImportedModel, import_gguf
@@ -26,6 +27,7 @@ from veriloop.training.recipes import (  # recipes drive the trainers above, so 
     QuickstartConfig,
     SeedLoopConfig,
     SmolLM2Config,
+    domain_results,
     run_quickstart,
     run_seed_loop,
     run_smollm2,
@@ -80,4 +82,17 @@ __all__ = [
     "sft_loss",
     "tokenize_conversation",
     "train_sft",
+    "RankLost",
+    "domain_results",
+    "ranks_from_environment",
+    "train_on_ray",
 ]
+
+
+def __getattr__(name: str):
+    """``train_on_ray`` (``_ray_ranks.py``) imports ray, so it loads on first use, not with this package."""
+    if name == "train_on_ray":
+        from veriloop.training._ray_ranks import train_on_ray
+
+        return train_on_ray
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

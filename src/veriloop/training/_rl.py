@@ -54,7 +54,7 @@ from veriloop.training._rl_checkpoint import RLCheckpoints, resume_rl
 from veriloop.training._run_state import RunState
 from veriloop.training._parallel_strategy import as_float, strategy_for
 from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, staleness_metrics
-from veriloop.sandbox._environments import environment_hashes
+from veriloop.sandbox import environment_hashes
 from veriloop.training._run_config import check_and_save_environments, check_and_save_run_config
 from veriloop.training._rollout_worker import episode_config, sandbox_tools
 from veriloop.training._step_timer import StepTimer

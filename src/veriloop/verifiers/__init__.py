@@ -17,6 +17,8 @@ from veriloop.verifiers._penalties import PENALTIES, PenaltyConfig, PenaltyKind,
 from veriloop.verifiers.answers._reasoning_gym import ReasoningGymConfig
 from veriloop.verifiers.answers._check_pool import CheckTimeout, close_shared_pools, set_check_workers
 from veriloop.verifiers.audit._audit import AuditReport, AuditRow, audit_tasks
+from veriloop.verifiers.audit._regressions import RegressionCase, read_regressions, regression_file_for
+from veriloop.verifiers.audit._signatures import tampering_signs
 from veriloop.verifiers._catalogue import KindField, markdown_table, verifier_fields
 from veriloop.verifiers._batch import BATCH_CHECKS, register_batch_check, verify_many
 from veriloop.verifiers.audit._exploits import CATEGORIES as EXPLOIT_CATEGORIES
@@ -32,10 +34,11 @@ from veriloop.verifiers._registry import (
     VerifierConfig,
     VerifierKind,
     register_verifier,
+    task_problem,
     verify,
 )
 from veriloop.verifiers.answers._text import ExactConfig, RegexConfig
-from veriloop.verifiers.answers._turn_constraints import TurnConstraintsConfig
+from veriloop.verifiers.answers._turn_constraints import TurnConstraintsConfig, broken_rule
 
 __all__ = [
     "KindField",
@@ -90,4 +93,10 @@ __all__ = [
     "verifier_fields",
     "verify",
     "verify_many",
+    "RegressionCase",
+    "broken_rule",
+    "read_regressions",
+    "regression_file_for",
+    "tampering_signs",
+    "task_problem",
 ]

@@ -98,7 +98,9 @@ def register_task_check(name: str) -> Callable[[Callable[[Any, Task], str | None
 
 
 def task_problem(kind: VerifierKind[Any], config: Any, task: Task) -> str | None:
-    """What kind ``kind``'s task check finds wrong with ``task``, if it has one."""
+    """What the task check registered for ``kind`` finds wrong with ``task`` (``config``: the task's
+    verifier config, validated), as one line for the user; None when it finds nothing, or when
+    the kind registers no task check."""
     if kind.name not in TASK_CHECKS.names():
         return None
     return TASK_CHECKS.get(kind.name)(config, task)

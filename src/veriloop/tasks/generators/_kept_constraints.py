@@ -174,7 +174,7 @@ def _verifier(rules: dict[str, object], total: int) -> dict[str, object]:
 @register_generator("kept-constraints", KeptConstraintsOptions)
 def generate_kept_constraints(options: KeptConstraintsOptions) -> list[Task]:
     """Long multi-turn tool episodes whose every reply must keep rules set in the first message."""
-    from veriloop.verifiers.answers._turn_constraints import TurnConstraintsConfig, broken_rule
+    from veriloop.verifiers import TurnConstraintsConfig, broken_rule
 
     tasks = []
     for index, rng in seeded_streams("kept-constraints", options):

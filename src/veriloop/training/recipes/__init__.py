@@ -10,13 +10,14 @@ re-exports the names below.
 """
 
 from veriloop.training.recipes._quickstart import QuickstartConfig, run_quickstart
-from veriloop.training.recipes._seed_loop import SeedLoopConfig, run_seed_loop
+from veriloop.training.recipes._seed_loop import SeedLoopConfig, domain_results, run_seed_loop
 from veriloop.training.recipes._smollm2 import SmolLM2Config, run_smollm2, smollm2_results
 
 __all__ = [
     "QuickstartConfig",
     "SeedLoopConfig",
     "SmolLM2Config",
+    "domain_results",
     "run_quickstart",
     "run_seed_loop",
     "run_smollm2",

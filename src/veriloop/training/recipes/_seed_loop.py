@@ -268,8 +268,8 @@ def chosen_domains(config: SeedLoopConfig) -> list[SeedDomain]:
 def check_environments(tasks: list[Task]) -> None:
     """UserError before any training when an environment the tasks run on is not built."""
     from veriloop.core import UserError
-    from veriloop.sandbox._environments import load_environment
-    from veriloop.tasks.generators._cad_parts import CAD_ENVIRONMENT_PACKAGES
+    from veriloop.sandbox import load_environment
+    from veriloop.tasks import CAD_ENVIRONMENT_PACKAGES
 
     for name in sorted({t.environment for t in tasks if t.environment}):
         try:

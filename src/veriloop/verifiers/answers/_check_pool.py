@@ -11,9 +11,10 @@ imports only that module (never the caller's ``__main__``), reads one JSON reque
 stdin and writes one JSON reply per line. Requests and replies are plain JSON data.
 
 An ``isolated`` pool is for checks that run third-party code on model text (scorers that
-``eval`` or sympy-parse answers): each worker runs in a bubblewrap box (``_scorer_sandbox.py``:
-no network, nothing of the host writable) as a template that forks a fresh child per check,
-so nothing one check does reaches the host or the next check.
+``eval`` or sympy-parse answers): each worker is a sandbox's isolated process
+(``veriloop.sandbox.start_isolated_process``: no network, nothing of the host writable, under
+``scorer_limits``) and a template that forks a fresh child per check, so nothing one check does
+reaches the host or the next check.
 """
 
 from __future__ import annotations
@@ -26,11 +27,16 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veriloop.verifiers._registry import GraderError
 
+if TYPE_CHECKING:
+    from veriloop.sandbox import Limits
+
 DEFAULT_MEMORY_MB = 4096
+SCORER_MAX_PROCESSES = 64
+"""Processes and threads one isolated worker's box may hold at once; a scorer needs one or two."""
 # A fresh worker imports its module before it answers; that time is not part of any check.
 STARTUP_TIMEOUT_S = 120.0
 
@@ -41,6 +47,24 @@ class CheckTimeout(GraderError):
 
 class CheckProcessCrashed(GraderError):
     """A check process exited or broke its protocol while handling a call."""
+
+
+class ScorerBoxUnavailable(GraderError):
+    """No isolated worker can be started whose processes are capped (root without a pids cgroup)."""
+
+
+def scorer_limits(memory_mb: int | None) -> Limits:
+    """What one isolated worker's box may use: ``memory_mb`` of address space per process (None:
+    the most ``Limits`` allows), ``SCORER_MAX_PROCESSES`` processes and threads, a 64 MiB ``/tmp``."""
+    from veriloop.sandbox import Limits
+
+    return Limits(
+        memory_mb=memory_mb or 1 << 20,  # None: the most Limits allows, 1 TiB, which no process reaches
+        max_processes=SCORER_MAX_PROCESSES,
+        disk_mb=64,
+        max_file_mb=64,
+        max_open_files=1024,
+    )
 
 
 class _CheckProcess:
@@ -122,12 +146,16 @@ class CheckPool:
     def _popen(self) -> subprocess.Popen[bytes]:
         module = [sys.executable, "-m", "veriloop.verifiers.answers._check_process", self.target]
         if self.isolated:
-            from veriloop.verifiers.answers._scorer_sandbox import start_isolated_check_process
+            from veriloop.sandbox import SandboxUnavailable, start_isolated_process
 
             # Inside the box the parent is outside the PID namespace: the box itself dies with it.
-            return start_isolated_check_process(
-                [sys.executable, "-I", *module[1:], str(self.memory_mb or 0), "0", "fork"]
-            )
+            # The box applies the memory limit, so the process is given none of its own.
+            try:
+                return start_isolated_process(
+                    [sys.executable, "-I", *module[1:], "0", "0", "fork"], scorer_limits(self.memory_mb)
+                )
+            except SandboxUnavailable as exc:
+                raise ScorerBoxUnavailable(str(exc)) from None
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         return subprocess.Popen(

@@ -19,13 +19,11 @@ data (never touching the untrusted parts of the request) that every later child 
 The template is not dumpable, so a child cannot read its memory through /proc. The
 directories named in ``VERILOOP_SCRATCH_DIRS`` (``os.pathsep``-separated: a box's private
 ``/tmp``) are emptied after every check; when that fails the template exits after replying,
-so its box is replaced rather than handed on dirty. ``VERILOOP_MAX_PROCESSES`` (a box's cap)
-becomes the ``RLIMIT_NPROC`` of the process and all it starts.
+so its box is replaced rather than handed on dirty.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gc
 import importlib
@@ -64,15 +62,6 @@ def _limit_memory(memory_mb: int) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         except (ValueError, OSError):
             pass
-
-
-def _limit_processes() -> None:
-    """``RLIMIT_NPROC`` from ``VERILOOP_MAX_PROCESSES`` (a box's cap on processes and threads)."""
-    configured = os.environ.get("VERILOOP_MAX_PROCESSES", "")
-    if configured.isdigit():
-        limit = int(configured)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
 
 
 def _encode(payload: dict) -> bytes:
@@ -233,7 +222,6 @@ def main(argv: list[str]) -> int:
         _reply(channel, {"ready": False, "error": f"cannot load {target}: {type(exc).__name__}: {exc}"})
         return 1
     _limit_memory(memory_mb)
-    _limit_processes()
     if forking:
         _prctl(_PR_SET_DUMPABLE, 0)
     _reply(channel, {"ready": True})

@@ -5,7 +5,7 @@ task file: entries hold Python objects (tuples, boards) that do not survive JSON
 rebuilt question is compared with the task's prompt so that a task set built by another
 reasoning-gym version fails loudly instead of being scored against a different puzzle.
 
-The process is a fork template (``_check_process``'s fork mode, inside ``_scorer_sandbox``):
+The process is a fork template (``_check_process``'s fork mode, in the sandbox's isolated process):
 ``prepare`` runs in the template and builds and caches the entry from the request's trusted
 fields only (never the answer), and scores the gold answer once per dataset so that the
 scorer's lazy imports and caches are warm; ``score_reasoning_gym_answer`` runs in the child

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from veriloop.sandbox._shipped import joined_source
+from veriloop.sandbox import joined_source
 
 _SANDBOXED = Path(__file__).parent / "sandboxed"
 _SHARED = ("_wire", "_channel")

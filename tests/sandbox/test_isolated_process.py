@@ -1,0 +1,60 @@
+"""``start_isolated_process``: a long-lived boxed process gets every limit of its ``Limits`` record."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+from veriloop.sandbox import Limits, start_isolated_process
+
+REPORT = """
+import json, os, resource, socket, sys
+limits = {name: resource.getrlimit(getattr(resource, "RLIMIT_" + name)) for name in ("NPROC", "AS", "NOFILE", "FSIZE")}
+tmp = os.statvfs("/tmp")
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
+    reached = True
+except OSError:
+    reached = False
+print(json.dumps({"limits": limits, "tmp_bytes": tmp.f_blocks * tmp.f_frsize, "pid": os.getpid(),
+                  "reached": reached, "home": os.path.exists(os.path.expanduser("~root/.bash_history")),
+                  "request": sys.stdin.readline().strip()}))
+"""
+
+
+def test_the_process_runs_boxed_under_its_limits():
+    limits = Limits(memory_mb=1024, max_processes=16, max_open_files=128, max_file_mb=4, disk_mb=8)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    process = start_isolated_process([sys.executable, "-I", "-c", REPORT, str(port)], limits)
+    try:
+        out, _ = process.communicate(b"hello\n", timeout=60)
+    finally:
+        listener.close()
+    report = json.loads(out)
+    mib = 1 << 20
+    assert report["limits"] == {"NPROC": [16, 16], "AS": [1024 * mib] * 2, "NOFILE": [128, 128], "FSIZE": [4 * mib] * 2}
+    assert report["tmp_bytes"] == 8 * mib
+    assert report["pid"] == 1 and report["request"] == "hello"
+    assert not report["reached"] and not report["home"]
+    assert process.returncode == 0
+
+
+def test_the_file_size_limit_never_exceeds_the_private_tmp():
+    limits = Limits(max_file_mb=64, disk_mb=2)
+    code = "import resource; print(resource.getrlimit(resource.RLIMIT_FSIZE)[0])"
+    process = start_isolated_process([sys.executable, "-I", "-c", code], limits)
+    out, _ = process.communicate(timeout=60)
+    assert int(out) == 2 << 20
+
+
+def test_nothing_of_the_host_is_writable(tmp_path):
+    target = tmp_path / "planted"
+    code = f"open({str(target)!r}, 'w').write('x')"
+    process = start_isolated_process([sys.executable, "-I", "-c", code], Limits())
+    process.communicate(timeout=60)
+    assert process.returncode != 0 and not os.path.exists(target)
