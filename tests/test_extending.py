@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 EXAMPLE = Path(__file__).parents[1] / "examples" / "my_plugin.py"
 
 USE = f"""

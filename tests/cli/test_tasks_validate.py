@@ -1,3 +1,5 @@
+import pytest
+
 from veriloop.core import Task, write_parquet
 
 GOOD = '{"id": "%s", "domain": "%s", "prompt": "p", "verifier": {"kind": "exact"}, "gold": "x"}\n'
@@ -50,6 +52,7 @@ def test_valid_file_prints_domain_counts(tmp_path, run_cli):
     assert rows == {"code": "1", "math": "2"}
 
 
+@pytest.mark.e2e
 def test_parquet_task_file(tmp_path, run_cli):
     path = tmp_path / "tasks.parquet"
     write_parquet(path, [Task(id="a", domain="d", prompt="p", verifier={"kind": "exact"}, gold="x")])

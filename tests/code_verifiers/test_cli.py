@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from veriloop.core import Task, write_jsonl
 
 
@@ -15,6 +17,7 @@ def _tasks(code):
     return [code.add_task(task_id="add"), code.add_task(code.CODED_TESTS, task_id="add-coded"), exact]
 
 
+@pytest.mark.e2e
 def test_verify_writes_one_score_per_response_in_order_with_ids(tmp_path, run_cli, code):
     tasks = _write(tmp_path / "tasks.jsonl", _tasks(code))
     responses = [
@@ -94,6 +97,7 @@ def test_audit_flags_a_deliberately_weak_verifier(tmp_path, run_cli):
     assert not report["ok"] and "fooled" in result.stderr
 
 
+@pytest.mark.e2e
 def test_audit_passes_robust_verifiers(tmp_path, run_cli, code):
     robust = [
         code.add_task(task_id="add", timeout_s=1),

@@ -76,6 +76,7 @@ def test_huge_values_fail_their_sample_and_spoil_no_other_in_the_batch(code, any
         assert result.status == "scored" and result.reward == 0.0, (name, result.detail)
 
 
+@pytest.mark.e2e
 def test_tests_that_cannot_finish_on_a_result_fail_that_sample_only(code):
     tests = "def check(candidate):\n    assert sum(range(candidate(1, 2))) == 3\n    assert candidate(2, 2) == 4\n"
     task = code.add_task(tests, timeout_s=0.5)
@@ -150,6 +151,7 @@ def test_without_a_gold_solution_a_suite_of_only_examples_counts_them_and_says_s
     assert ONLY_VISIBLE not in scores(code.add_task(), code.GOLD_ADD)[0].detail
 
 
+@pytest.mark.e2e
 def test_humaneval_answers_hard_coding_the_doctests_earn_no_more_than_returning_none(humaneval_tasks):
     from veriloop.verifiers import exploits_for
 

@@ -22,6 +22,7 @@ def test_broken_tests_are_infra_errors(code, tests, detail):
     assert detail in result.detail
 
 
+@pytest.mark.e2e
 def test_tests_that_hang_are_an_infra_error_not_a_zero(code):
     tests = "def check(candidate):\n    assert candidate(1, 1) == 2\n    while True:\n        pass\n"
     result = code.score(code.add_task(tests, timeout_s=0.5), code.GOLD_ADD)

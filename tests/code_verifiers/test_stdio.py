@@ -88,6 +88,7 @@ STDIO_EXPLOITS = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(STDIO_EXPLOITS))
 def test_planted_stdio_exploit_gets_zero(code, name, tmp_path):
     (tmp_path / "leak.jsonl").write_text('{"output": "6"}\n')

@@ -15,7 +15,7 @@ import pytest
 from veriloop.core import blas_mode
 from veriloop.core._blas import INTEL, cpu_vendor
 
-pytestmark = pytest.mark.skipif(blas_mode().library != "mkl", reason="torch here does not use MKL")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(blas_mode().library != "mkl", reason="torch here does not use MKL")]
 ON_INTEL = cpu_vendor() == INTEL
 
 # Rows multiplied alone, in small groups and in the whole batch, at several widths.

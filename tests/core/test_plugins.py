@@ -16,6 +16,8 @@ import pytest
 
 from veriloop.core import UserError, resolve_plugin
 
+pytestmark = pytest.mark.e2e
+
 PLUGIN = textwrap.dedent("""
     from veriloop.algorithms import ADVANTAGE_ESTIMATORS
 

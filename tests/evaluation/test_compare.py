@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from veriloop.evaluation import compare, load_run
 
 
@@ -96,6 +98,7 @@ def test_tasks_are_paired_by_id_and_unmatched_ones_counted(planted):
     assert result.total.tasks == 7 and result.only_in_a == 3 and result.only_in_b == 1
 
 
+@pytest.mark.e2e
 def test_cli_gate_exit_codes(tmp_path, write_run, run_cli):
     base = write_run(tmp_path / "base", _baseline())
     worse = write_run(tmp_path / "worse", _regressed())
@@ -116,6 +119,7 @@ def test_cli_gate_exit_codes(tmp_path, write_run, run_cli):
     assert run_cli("compare", str(base), str(worse)).returncode == 0  # without --gate, a report only
 
 
+@pytest.mark.e2e
 def test_cli_compare_missing_run_is_a_user_error(tmp_path, write_run, run_cli):
     base = write_run(tmp_path / "base", _baseline())
     result = run_cli("compare", str(base), str(tmp_path / "nope"))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from veriloop.core import write_jsonl
 from veriloop.evaluation import load_run
 from veriloop.review import load_sources
@@ -14,6 +16,8 @@ from veriloop.review._pages import review_page
 from veriloop.review._sampler import QueueItem
 from veriloop.tasks import generate_tasks
 from veriloop.verifiers.audit._exploits import fence
+
+pytestmark = pytest.mark.e2e
 
 
 def test_eval_reports_each_new_domain_with_its_own_pass_rate(tmp_path, run_cli, env_with_cad):

@@ -162,6 +162,7 @@ def test_bad_inputs_are_user_errors(tiny_engine, task_file, tmp_path):
         run_eval(tiny_engine, task_file, out=tmp_path / "x", max_tokens=0)
 
 
+@pytest.mark.e2e
 def test_cli_reports_bad_rows_and_missing_models(tmp_path, task_file, run_cli):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "domain": "d", "prompt": "q", "verifier": {"kind": "exact"}}\n{"id": "b"}\nnot json\n')
@@ -176,6 +177,7 @@ def test_cli_reports_bad_rows_and_missing_models(tmp_path, task_file, run_cli):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.e2e
 def test_prompts_that_do_not_fit_the_context_are_skipped_or_refused(tiny_engine, tmp_path, run_cli, tiny_model_dir):
     from veriloop.core import Task
 
@@ -206,6 +208,7 @@ def test_prompts_that_do_not_fit_the_context_are_skipped_or_refused(tiny_engine,
     assert refused.returncode == 2 and "context of 1024" in refused.stderr
 
 
+@pytest.mark.e2e
 def test_each_task_gets_its_domains_budget_and_the_context_check_uses_it(
     tiny_engine, tmp_path, run_cli, tiny_model_dir
 ):

@@ -120,6 +120,7 @@ def test_a_refused_or_unreachable_endpoint_is_infra_errors_not_failures(endpoint
     assert cause.startswith("generation failed: ") and "engine returned an error" not in cause, cause  # the real cause
 
 
+@pytest.mark.e2e
 def test_eval_that_scored_nothing_exits_non_zero_with_the_cause(tmp_path, run_cli):
     from veriloop.core import write_jsonl
 

@@ -49,6 +49,7 @@ def test_ngram_must_be_positive():
         overlap([], [], ngram=0)
 
 
+@pytest.mark.e2e
 def test_cli_tasks_overlap(tmp_path, run_cli):
     train, same, other = tmp_path / "train.jsonl", tmp_path / "same.jsonl", tmp_path / "other.jsonl"
     write_jsonl(train, generate_tasks("arithmetic", seed=1, size=30, difficulty=5))

@@ -92,6 +92,7 @@ def _chromium(*args: str, profile) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (make setup installs it: apt-get install -y chromium)"
 )
+@pytest.mark.e2e
 def test_report_renders_in_headless_chromium(runs, tmp_path, run_cli):
     import numpy as np
     from PIL import Image

@@ -10,9 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from veriloop.core import read_parquet_rows, write_jsonl
 from veriloop.evaluation import EvalSample, load_run, run_eval
 from veriloop.tasks import generate_tasks
+
+pytestmark = pytest.mark.e2e
 
 VERILOOP = Path(sys.executable).with_name("veriloop")
 

@@ -28,6 +28,7 @@ def test_the_scripts_are_the_ones_make_policies_writes():
         assert (FOLDER / f"{name}.jsonl").read_text() == "".join(json.dumps(row) + "\n" for row in rows), name
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("policy", "expected"), [("good", 1.0), ("bad", 0.0), ("tamper", 0.0)])
 def test_known_sequences_pass_and_bad_or_tampering_ones_do_not(policy, expected, env_with_pytest, tmp_path):
     episode = eval_episode_config(1.0, 64, ("python", "shell", "submit"), 4)

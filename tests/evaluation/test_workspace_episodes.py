@@ -72,6 +72,7 @@ def test_known_sequences_pass_and_tampering_ones_do_not(task_file, tmp_path, pol
     assert bool(sample.scene) == (policy != "good")  # failed episodes keep their final workspace
 
 
+@pytest.mark.e2e
 def test_a_failure_scene_replays_to_the_same_verdict(task_file, tmp_path, run_cli):
     _eval(_policy(tmp_path, "conftest"), task_file, tmp_path / "out", export_failures=tmp_path / "failed.jsonl")
     [sample] = read_samples(tmp_path / "out" / "samples.parquet")
@@ -100,6 +101,7 @@ def test_an_eval_refuses_to_resume_on_another_build_of_its_environment(task_file
         manifest.write_text(saved)
 
 
+@pytest.mark.e2e
 def test_compare_refuses_runs_on_different_builds(task_file, tmp_path, run_cli):
     for name in ("a", "b"):
         _eval(_policy(tmp_path, "good"), task_file, tmp_path / name)
@@ -121,6 +123,7 @@ def test_a_missing_environment_stops_the_eval_before_it_starts(tmp_path, env_sto
     assert not (tmp_path / "out" / "samples.parquet").exists()
 
 
+@pytest.mark.e2e
 def test_verify_scores_a_final_workspace_offline(task_file, tmp_path, run_cli):
     fixed = {"calc/__init__.py": "", "calc/ops.py": OPS.replace("a - b", "a + b")}
     rows = [

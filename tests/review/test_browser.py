@@ -18,9 +18,12 @@ from veriloop.evaluation import JudgmentStore
 from .browser import CHROMIUM, Browser
 from .conftest import SCRIPT_ANSWER
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (make setup installs it: apt-get install -y chromium)"
-)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="chromium is not installed (make setup installs it: apt-get install -y chromium)"
+    ),
+]
 
 
 @pytest.fixture

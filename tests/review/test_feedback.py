@@ -11,6 +11,8 @@ from veriloop.core import Task, read_records, write_jsonl
 from veriloop.evaluation import JudgmentStore
 from veriloop.review import load_sources
 
+pytestmark = pytest.mark.e2e
+
 
 def _judge(run, verdicts: dict[str, str], reviewer: str = "ana") -> None:
     """Save judgments of ``sample_id -> verdict`` for the samples of ``run``, as the page would."""

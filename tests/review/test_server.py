@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from importlib.metadata import version
 import threading
+from importlib.metadata import version
 
 import httpx
+import pytest
 
 from veriloop.evaluation import JudgmentStore
 
@@ -44,6 +45,7 @@ def test_queue_and_review_screen_show_everything_escaped(serve, review_runs):
     assert SCRIPT_ANSWER not in httpx.get(server.url + "/").text
 
 
+@pytest.mark.e2e
 def test_episodes_show_every_turn_collapsible(serve, trajectory_store):
     server = serve(str(trajectory_store.parent))
     text = httpx.get(server.url + "/review/0").text
@@ -84,6 +86,7 @@ def test_judgments_are_saved_with_who_what_and_which_verifier(serve, review_runs
     )
 
 
+@pytest.mark.e2e
 def test_two_reviewers_at_once_lose_nothing_and_a_killed_server_keeps_them(serve, review_runs):
     server = serve(str(review_runs["after"]), "--size", "40")
     other = serve(str(review_runs["after"]), "--size", "40")  # a second server on the same registry
@@ -112,6 +115,7 @@ def test_two_reviewers_at_once_lose_nothing_and_a_killed_server_keeps_them(serve
     assert len(saved) == 120 and {j.reviewer for j in saved} == {"ana", "ben", "cem"}
 
 
+@pytest.mark.e2e
 def test_off_loopback_needs_a_token(serve, review_runs, run_cli):
     refused = run_cli("review", str(review_runs["after"]), "--host", "0.0.0.0", "--port", str(free_port()))
     assert refused.returncode == 2 and "without --token" in refused.stderr

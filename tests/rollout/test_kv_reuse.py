@@ -54,6 +54,7 @@ def test_a_session_prefills_only_new_tokens_and_samples_what_a_reprefill_samples
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5, rtol=0)
 
 
+@pytest.mark.e2e
 @pytest.mark.determinism
 def test_a_session_is_bit_for_bit_repeatable(engines):
     reuse, _ = engines

@@ -5,6 +5,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from veriloop.core import Message, Score, Trajectory, Turn
 from veriloop.rollout import TrajectoryStore, preference_pairs, sft_rows
 
@@ -53,6 +55,7 @@ def test_exports(tmp_path):
     assert pair["rejected"] == [{"role": "assistant", "content": "5"}]
 
 
+@pytest.mark.e2e
 def test_a_writer_killed_mid_write_corrupts_nothing(tmp_path):
     """SIGKILL a process that appends large batches in a loop; every part left must be readable."""
     root = tmp_path / "store"
@@ -82,6 +85,7 @@ def test_a_writer_killed_mid_write_corrupts_nothing(tmp_path):
     assert all(name.endswith(".tmp") for name in leftovers)
 
 
+@pytest.mark.e2e
 def test_export_command(tmp_path, run_cli):
     import json
 

@@ -1,7 +1,11 @@
 import asyncio
 
+import pytest
+
 from veriloop.core import Task
 from veriloop.rollout import Action, EpisodeConfig, SandboxTools, StopConfig, rollout
+
+pytestmark = pytest.mark.e2e
 
 
 def test_workspace_persists_across_tool_calls(sandbox):

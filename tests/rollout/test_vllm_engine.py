@@ -15,7 +15,7 @@ from veriloop.rollout import EpisodeConfig, SamplingParams, StopConfig, create_e
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="needs vLLM: make setup-vllm, then run with .venv-vllm/bin/python")
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.scale, pytest.mark.vllm]
 
 CHAT = [{"role": "user", "content": "What is 2 + 3?"}]
 

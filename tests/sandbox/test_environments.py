@@ -112,6 +112,7 @@ def test_bad_names_and_failed_installs_are_one_line_errors(env_store, run_cli):
     assert not any(p.name.startswith("broken") for p in env_store.iterdir())
 
 
+@pytest.mark.e2e
 def test_the_cli_lists_and_removes(local_environment, run_cli, tmp_path):
     wheel = _wheel(tmp_path, "vl_cli_pkg", 1)
     built = run_cli("env", "build", "cli-env", "--packages", str(wheel))

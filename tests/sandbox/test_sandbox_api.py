@@ -234,6 +234,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.e2e
 def test_a_closed_sandbox_reaps_every_process_so_its_cpu_time_is_counted(limits):
     """Closing a sandbox asks its idle server to end: it reaps its template and the process kept
     for the next run, so the host's children's CPU time (what the benchmarks count) includes

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def _result(completed) -> dict:
     lines = completed.stdout.strip().splitlines()
@@ -19,6 +21,7 @@ def test_run_prints_one_json_exec_result(run_cli):
     assert set(result) >= {"status", "exit_code", "stdout", "stderr", "wall_s"}
 
 
+@pytest.mark.e2e
 def test_run_reports_limits_as_statuses(run_cli):
     timed_out = run_cli("sandbox", "run", "--timeout", "1", "--", "sleep", "30")
     assert timed_out.returncode == 1 and _result(timed_out)["status"] == "timeout"
@@ -50,6 +53,7 @@ def test_run_with_network_opt_in_starts(run_cli):
     assert completed.returncode == 0 and _result(completed)["status"] == "ok"
 
 
+@pytest.mark.e2e
 def test_bad_arguments_exit_2_with_one_line(run_cli, tmp_path):
     for args in (
         ("sandbox", "run", "--timeout", "-1", "--", "true"),

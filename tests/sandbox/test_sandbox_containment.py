@@ -237,6 +237,7 @@ def test_wall_limit_stops_loops_and_sleeps(sandbox, code, quick):
     _assert_next_run_clean(sandbox)
 
 
+@pytest.mark.e2e
 def test_cpu_limit_is_enforced_even_when_sigxcpu_is_ignored(sandbox, limits):
     limits = limits.model_copy(update={"timeout_s": 60.0, "cpu_s": 1.0})
     result = sandbox.run_python(

@@ -69,6 +69,7 @@ def wait_for(predicate, seconds: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("pause_s", [0.0, 0.002, 0.3])
 def test_a_run_right_after_its_idle_server_was_killed_runs_normally(lone, pause_s):
     for attempt in range(4):
@@ -106,6 +107,7 @@ def template_pid(sandbox: Sandbox) -> int:
     return template
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("blind", [False, True])
 def test_a_run_after_the_idle_template_was_stopped_runs_normally_and_soon(lone, blind):
     """A stopped template would answer no request. The host sees it stopped before it sends the
@@ -127,6 +129,7 @@ def test_a_run_after_the_idle_template_was_stopped_runs_normally_and_soon(lone, 
         assert (second.status, second.stdout) == ("ok", "then\n"), second.detail
 
 
+@pytest.mark.e2e
 def test_a_template_that_does_not_answer_is_given_up_on_within_its_wait():
     """The server's wait for the next run's process is bounded: a stopped template yields None
     (the job never started) after ``ANSWER_WAIT_S``, not a wait as long as the run's deadline."""
@@ -287,6 +290,7 @@ def _oom_kills(group: Path) -> int:
     return int(fields.get("oom_kill", 0))
 
 
+@pytest.mark.e2e
 def test_an_idle_server_the_oom_killer_took_costs_the_next_run_nothing(lone):
     """The kill is counted in the sandbox's memory cgroup, but it was no run's doing."""
     lone.run_python("pass")

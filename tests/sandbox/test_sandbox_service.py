@@ -83,6 +83,7 @@ def test_malformed_and_oversized_requests(service):
     assert _post(f"{service}/v1/exec", {"kind": "exec", "argv": []}).status_code == 422
 
 
+@pytest.mark.e2e
 def test_concurrency_is_bounded(service):
     slow = {"code": "import time; time.sleep(4)", "language": "python"}
     statuses: list[int] = []

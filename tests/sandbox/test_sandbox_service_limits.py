@@ -55,6 +55,7 @@ def test_exec_cpu_time_defaults_and_bounds_match_the_api_and_run_code(service, s
     assert api.stdout == "2 3\n"
 
 
+@pytest.mark.e2e
 def test_a_cpu_bound_request_with_a_small_limit_ends_as_the_api_says(service, sandbox):
     small = {"timeout_s": CEILING_S, "cpu_s": 1}
     remote = _exec(service, "while True: pass", **small)

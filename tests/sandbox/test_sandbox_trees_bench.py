@@ -15,6 +15,7 @@ def bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.e2e
 def test_each_tree_gets_its_rounds_in_alternating_order_and_a_rate_over_the_first():
     src = str(ROOT / "src")
     done = bench("--tree", f"a={src}", "--tree", f"b={src}", "--rounds", "2", "--snippets", "20")

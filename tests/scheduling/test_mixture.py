@@ -110,6 +110,7 @@ def test_bad_schedule_settings_are_user_errors(tmp_path, schedule, extra, messag
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.e2e
 def test_train_command_reports_a_bad_mixture_in_one_line(tmp_path, run_cli):
     write_jsonl(tmp_path / "a.jsonl", make_tasks("a", 2))
     config = {

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from veriloop.core import write_jsonl
@@ -68,6 +69,7 @@ def test_the_example_config_loads():
     assert config.data.train == ""
 
 
+@pytest.mark.e2e
 def test_a_two_step_run_on_six_small_domains(tiny_model_dir, env_with_cad, tmp_path):
     mixture = small_domains(tmp_path)
     overrides = [

@@ -109,6 +109,7 @@ def _without_timings(records):
     ]
 
 
+@pytest.mark.e2e
 @pytest.mark.determinism
 def test_resume_continues_the_schedule_exactly(trained_run, tiny_model_dir, tmp_path):
     straight, _ = trained_run

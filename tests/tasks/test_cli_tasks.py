@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from veriloop.core import Response
 from veriloop.tasks import load_tasks
 from veriloop.verifiers import verify
 
 
+@pytest.mark.e2e
 def test_generate_writes_a_valid_task_set(tmp_path, run_cli):
     out = tmp_path / "train.jsonl"
     result = run_cli(
@@ -44,6 +47,7 @@ def test_generate_numeric_tables_to_parquet(tmp_path, run_cli):
     assert all(verify(t, Response(id="r", task_id=t.id, response=str(t.gold))).passed for t in tasks)
 
 
+@pytest.mark.e2e
 def test_bad_generator_option_is_one_line_and_exit_2(tmp_path, run_cli):
     out = tmp_path / "x.jsonl"
     result = run_cli(
@@ -78,6 +82,7 @@ def test_import_jsonl_bad_rows_are_line_numbered(tmp_path, run_cli):
     assert "Traceback" not in result.stderr and not out.exists()
 
 
+@pytest.mark.e2e
 def test_import_jsonl_and_reasoning_gym(tmp_path, run_cli):
     source = tmp_path / "qa.jsonl"
     source.write_text(json.dumps({"q": "What is 2 + 2?", "a": "4"}) + "\n")
@@ -115,6 +120,7 @@ def test_sources_lists_generators_and_importers(run_cli):
         assert name in result.stdout
 
 
+@pytest.mark.e2e
 def test_contamination_exit_codes(tmp_path, run_cli):
     paths = {}
     for name, seed in (("train", 1), ("same", 1), ("other", 2)):
@@ -138,6 +144,7 @@ def test_contamination_exit_codes(tmp_path, run_cli):
     assert clean.returncode == 0 and "0 of 30 held-out tasks" in clean.stdout
 
 
+@pytest.mark.e2e
 def test_import_refuses_to_write_a_set_whose_gold_fails_its_verifier(tmp_path, run_cli):
     source = tmp_path / "qa.jsonl"
     rows = [{"q": "What is 2 + 2?", "a": "4"}, {"q": "Spell seven.", "a": "seven"}]

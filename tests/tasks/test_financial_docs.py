@@ -157,6 +157,7 @@ def test_the_importer_reports_every_bad_row_with_its_line(tmp_path):
     assert "line 7:" in text and "line 1:" not in text
 
 
+@pytest.mark.e2e
 def test_generate_validate_and_verify_through_the_command(tmp_path, run_cli):
     out = tmp_path / "fin.jsonl"
     result = run_cli("tasks", "generate", "financial-docs", "--seed", "1", "--size", "6", "--out", str(out))

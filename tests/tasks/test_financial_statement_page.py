@@ -65,6 +65,7 @@ def test_the_report_stays_the_default_and_a_bad_document_is_a_user_error():
         generate_tasks("financial-docs", seed=1, size=2, document="memo")
 
 
+@pytest.mark.e2e
 def test_the_command_takes_the_document_option(tmp_path, run_cli):
     out = tmp_path / "statements.jsonl"
     args = ("tasks", "generate", "financial-docs", "--seed", "2", "--size", "4", "--document", "statement")

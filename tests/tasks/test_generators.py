@@ -15,6 +15,7 @@ def gold_scores(tasks):
     return [verify(task, gold_answer(task)) for task in tasks]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", GENERATORS.names())
 def test_same_seed_same_tasks_other_seed_other_tasks(name):
     first = generate_tasks(name, seed=7, size=30)
@@ -26,11 +27,13 @@ def test_same_seed_same_tasks_other_seed_other_tasks(name):
     assert not {t.id for t in first} & {t.id for t in other}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", GENERATORS.names())
 def test_a_task_does_not_depend_on_the_size_of_the_set(name):
     assert generate_tasks(name, seed=3, size=5) == generate_tasks(name, seed=3, size=12)[:5]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", GENERATORS.names())
 def test_every_gold_answer_passes_its_own_verifier(name, request):
     environments = {"terminal-repos": "env_with_pytest", "cad": "env_with_cad"}  # where their checks run

@@ -75,6 +75,7 @@ def test_every_gold_and_every_known_good_episode_pass(tmp_path):
         assert score.passed and score.reward == 1.0, score.detail
 
 
+@pytest.mark.e2e
 def test_the_cli_generates_the_domain(run_cli, tmp_path):
     out = tmp_path / "kept.jsonl"
     done = run_cli(

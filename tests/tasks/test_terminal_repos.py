@@ -78,6 +78,7 @@ def test_records_have_exactly_the_task_fields(drawn):
     assert all(("decoy_fix" in r["metadata"]) == (r["metadata"]["level"] == 2) for r in drawn)
 
 
+@pytest.mark.e2e
 def test_same_seed_same_records_other_seed_other_repositories(drawn):
     from veriloop.tasks.generators._terminal_repos import _visible_failure
 
@@ -93,6 +94,7 @@ def test_same_seed_same_records_other_seed_other_repositories(drawn):
     assert len({r["prompt"] for r in drawn}) == len(drawn)
 
 
+@pytest.mark.e2e
 def test_the_defect_fails_hidden_tests_and_the_gold_fixes_it(drawn, tmp_path):
     for record in drawn:
         hidden = record["verifier"]["files"]
@@ -103,6 +105,7 @@ def test_the_defect_fails_hidden_tests_and_the_gold_fixes_it(drawn, tmp_path):
         assert code == 0, (record["id"], failed)
 
 
+@pytest.mark.e2e
 def test_the_decoy_fix_passes_the_visible_test_and_breaks_another(drawn, tmp_path):
     for record in [r for r in drawn if r["metadata"]["level"] == 2]:
         decoy = record["metadata"]["decoy_fix"]

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from veriloop.rollout import TrajectoryStore
-from veriloop.training import RLTrainer, TaskSampler, read_metrics
-from veriloop.training import ledger_summary, read_events, read_ledger
+from veriloop.training import RLTrainer, TaskSampler, ledger_summary, read_events, read_ledger, read_metrics
+
+pytestmark = pytest.mark.e2e
 
 
 def _run(make_config, tasks, name, **pipeline):

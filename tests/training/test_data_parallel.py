@@ -23,6 +23,8 @@ import yaml
 from veriloop.core import UserError
 from veriloop.training._distributed import check_data_parallel, rank_share, ranks_from_environment
 
+pytestmark = pytest.mark.scale
+
 HERE = Path(__file__).parent
 PYTHON = sys.executable
 TORCHRUN = Path(sys.executable).with_name("torchrun")

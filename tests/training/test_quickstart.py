@@ -2,7 +2,10 @@
 
 import json
 
+import pytest
 
+
+@pytest.mark.e2e
 def test_short_quickstart_runs_end_to_end_and_resumes(tmp_path, run_cli):
     out = tmp_path / "qs"
     settings = [
@@ -39,6 +42,7 @@ def test_short_quickstart_runs_end_to_end_and_resumes(tmp_path, run_cli):
     assert (out / "base" / "model.safetensors").stat().st_mtime == base_mtime
 
 
+@pytest.mark.e2e
 def test_a_bad_setting_is_a_one_line_error(run_cli):
     result = run_cli("quickstart", "rl_stpes=3")
     assert result.returncode == 2 and "unknown field 'rl_stpes'" in result.stderr

@@ -36,6 +36,8 @@ from veriloop.training._model import load_policy  # noqa: E402
 from veriloop.training._ray import RayBackend, RolloutWorkerLost, shard_bounds  # noqa: E402
 from veriloop.training._rollout_worker import RolloutWorker, WorkerSpec, full_state  # noqa: E402
 
+pytestmark = pytest.mark.scale
+
 RAY = Path(sys.executable).with_name("ray")
 # Loopback, but not 127.0.0.1: Ray rewrites that one to the host's routable address, and a
 # second node could then not join a cluster on loopback.

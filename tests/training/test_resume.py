@@ -6,6 +6,8 @@ import time
 import pytest
 import torch
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.mark.determinism
 def test_a_killed_run_resumes_and_reproduces_the_next_steps(tmp_path, config_file):

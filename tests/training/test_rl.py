@@ -4,6 +4,8 @@ import torch
 from veriloop.rollout import TrajectoryStore
 from veriloop.training import RLTrainer, read_metrics
 
+pytestmark = pytest.mark.e2e
+
 
 def _weights(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 VERILOOP = [sys.executable, "-m", "veriloop.cli._entry", "train"]
 
 
@@ -14,6 +16,7 @@ def _train(path, *overrides, timeout=600):
     return subprocess.run([*VERILOOP, str(path), *overrides], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.e2e
 def test_resuming_with_another_config_is_refused_unless_the_field_is_named(tmp_path, config_file):
     path = config_file(
         rollout={"prompts_per_step": 2}, optim={"warmup_steps": 1}, run={"steps": 2, "checkpoint_every": 1}
@@ -33,6 +36,7 @@ def test_resuming_with_another_config_is_refused_unless_the_field_is_named(tmp_p
     assert "resumed from step 2" in allowed.stderr
 
 
+@pytest.mark.e2e
 def test_sigterm_ends_with_how_to_resume(tmp_path, config_file):
     path = config_file(rollout={"prompts_per_step": 2}, run={"steps": 1000, "checkpoint_every": 1})
     out = tmp_path / "run"

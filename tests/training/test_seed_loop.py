@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from veriloop.core import Response, Task, read_records
 from veriloop.tasks import generate_tasks
 from veriloop.verifiers import verify
@@ -131,6 +133,7 @@ def test_slide_back_is_measured_against_the_best_earlier_check():
     assert slide_back_points(log[:1]) == {}
 
 
+@pytest.mark.e2e
 def test_a_shrunken_seed_loop_runs_end_to_end(tmp_path, run_cli, shrunken_seed_loop):
     out = tmp_path / "sl"
     sizes = {"train_size": 40, "heldout_size": 4, "sft_batch_size": 16, "prompts_per_step": 6}
@@ -174,6 +177,7 @@ def test_a_shrunken_seed_loop_runs_end_to_end(tmp_path, run_cli, shrunken_seed_l
     assert set(json.loads((tmp_path / "eval-tool" / "summary.json").read_text())["domains"]) == {"tool"}
 
 
+@pytest.mark.e2e
 def test_an_unknown_recipe_is_a_one_line_error(run_cli):
     result = run_cli("quickstart", "--recipe", "seed-lop")
     assert result.returncode == 2 and "unknown recipe; known: arithmetic, seed-loop" in result.stderr

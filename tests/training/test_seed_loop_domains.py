@@ -50,6 +50,7 @@ def test_the_rollout_engine_reaches_the_rl_stage(tmp_path):
     assert rl_config(SeedLoopConfig(engine="vllm"), tmp_path / "base", tmp_path / "rl").rollout.engine == "vllm"
 
 
+@pytest.mark.e2e
 def test_bad_domain_lists_are_one_line_errors(run_cli):
     bad = run_cli("quickstart", "--recipe", "seed-loop", "domains=[code,chemistry]")
     assert bad.returncode == 2 and "domains" in bad.stderr
@@ -124,6 +125,7 @@ def test_a_cad_script_without_its_last_feature_loses_a_hole_or_a_section():
     assert all(rows[t.id] == f"```python\n{missing_feature(t.gold)}```" for t in cut_short)
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("env_with_cad")
 def test_the_cad_demonstrations_gold_passes_in_the_sandbox_and_a_missing_feature_fails():
     [shaft] = [t for t in generate_tasks("cad", seed=2, size=20, difficulty=1) if t.metadata["part"] == "shaft"][:1]
@@ -132,6 +134,7 @@ def test_the_cad_demonstrations_gold_passes_in_the_sandbox_and_a_missing_feature
     assert score.status == "scored" and score.reward == 0.0
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("env_with_cad")
 def test_a_shrunken_five_domain_seed_loop_trains_and_reports_every_domain(tmp_path, run_cli, shrunken_seed_loop):
     out = tmp_path / "sl5"
@@ -178,6 +181,7 @@ def test_a_shrunken_five_domain_seed_loop_trains_and_reports_every_domain(tmp_pa
         assert read_records(redrawn, Task) == read_records(out / f"tasks/{domain}-heldout.jsonl", Task)
 
 
+@pytest.mark.e2e
 def test_the_cad_domain_without_its_environment_stops_before_training(tmp_path, run_cli, monkeypatch):
     from veriloop.sandbox._environments import ENV_DIR_VARIABLE
 

@@ -11,6 +11,8 @@ import torch
 
 from veriloop.core import Task, read_records
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="session")
 def smollm2_dir(tmp_path_factory):

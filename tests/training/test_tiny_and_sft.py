@@ -39,6 +39,7 @@ def test_tokenizer_round_trips_through_autotokenizer(tiny_model_dir):
     assert loaded.eos_token == "<|im_end|>" and loaded.pad_token == "<|endoftext|>"
 
 
+@pytest.mark.e2e
 def test_init_tiny_command(tmp_path, run_cli):
     result = run_cli("model", "init-tiny", "--out", str(tmp_path / "m"))
     assert result.returncode == 0, result.stderr
@@ -66,6 +67,7 @@ def test_sft_lowers_loss_on_assistant_tokens_only(tiny_model_dir):
     assert last < first * 0.6, (first, last)
 
 
+@pytest.mark.e2e
 def test_sft_command_writes_a_loadable_model(tmp_path, tiny_model_dir, run_cli):
     data = tmp_path / "sft.jsonl"
     data.write_text(
@@ -100,6 +102,7 @@ def test_sft_command_writes_a_loadable_model(tmp_path, tiny_model_dir, run_cli):
         ("{}\n", "optim=3", "use SECTION.FIELD=VALUE"),
     ],
 )
+@pytest.mark.e2e
 def test_bad_configs_are_one_line_errors(tmp_path, run_cli, content, override, message):
     config = tmp_path / "bad.yaml"
     config.write_text(content)
@@ -108,6 +111,7 @@ def test_bad_configs_are_one_line_errors(tmp_path, run_cli, content, override, m
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.e2e
 def test_bad_sft_rows_are_reported_by_line(tmp_path, tiny_model_dir, run_cli):
     data = tmp_path / "sft.jsonl"
     data.write_text(
@@ -124,8 +128,8 @@ def test_saved_models_ask_servers_to_sample(tiny_model_dir, tmp_path):
     """Without do_sample in generation_config.json, transformers serve and vLLM decode greedily."""
     import json
 
-    from veriloop.training._model import load_policy, save_final
     from veriloop.training._config import ModelSection
+    from veriloop.training._model import load_policy, save_final
 
     assert json.loads((tiny_model_dir / "generation_config.json").read_text())["do_sample"] is True
     model, tokenizer = load_policy(ModelSection(path=str(tiny_model_dir)))

@@ -17,6 +17,7 @@ import torch
 
 HAS_VLLM_AND_RAY = all(importlib.util.find_spec(name) is not None for name in ("vllm", "ray"))
 pytestmark = [
+    pytest.mark.scale,
     pytest.mark.vllm,
     pytest.mark.skipif(not HAS_VLLM_AND_RAY, reason="needs vLLM and ray: make setup-vllm, then .venv-vllm/bin/python"),
 ]

@@ -15,7 +15,7 @@ from veriloop.training import RLTrainer
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="needs vLLM: make setup-vllm, then run with .venv-vllm/bin/python")
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.scale, pytest.mark.vllm]
 
 
 @pytest.mark.parametrize(

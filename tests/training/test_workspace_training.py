@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from veriloop.core import Task
+
+pytestmark = pytest.mark.e2e
 
 OPS = "def add(a, b):\n    return a - b\n"
 HIDDEN = {

@@ -9,6 +9,7 @@ from veriloop.verifiers import verify
 from veriloop.verifiers.audit._exploits import exploits_for
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("gold", ["1591", "0.5", "-12"])
 def test_math_exploits_all_fail_and_the_gold_passes(gold):
     task = Task(id="t", domain="math", prompt="p", verifier={"kind": "math"}, gold=gold)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from veriloop.tasks import import_tasks
 from veriloop.verifiers.audit._audit import audit_tasks
 from veriloop.verifiers.audit._exploits_reasoning_gym import other_numbers, restated_problems
@@ -14,6 +16,7 @@ def rows(tasks, raw: bool) -> dict[str, int]:
     return {row.category: row.fooled for row in report.rows}
 
 
+@pytest.mark.e2e
 def test_the_audit_flags_a_raw_scorer_and_passes_the_guarded_one():
     tasks = import_tasks("reasoning-gym", dataset="puzzle24", size=2, seed=2)
     tasks += import_tasks("reasoning-gym", dataset="simple_integration", size=1, seed=2)

@@ -51,6 +51,7 @@ def _spoiled(spoil: str) -> str:
     )
 
 
+@pytest.mark.e2e
 def test_one_reference_script_of_every_part_kind_passes():
     tasks = generate_tasks("cad", seed=5, size=50)
     by_kind = {t.metadata["part"]: t for t in tasks}
@@ -71,6 +72,7 @@ def test_one_reference_script_of_every_part_kind_passes():
         assert score.environment  # the hash of the environment the check ran on
 
 
+@pytest.mark.e2e
 def test_another_correct_script_passes_with_its_own_tessellation():
     score = _score(_task(), PLATE.format(segments=24))
     assert score.passed, score.detail
@@ -84,6 +86,7 @@ def test_another_correct_script_passes_with_its_own_tessellation():
     assert _score(_task(), built_with_trimesh).passed
 
 
+@pytest.mark.e2e
 def test_a_near_miss_gets_partial_credit_and_feedback_by_how_much():
     thicker = PLATE.format(segments=64).replace("[60, 40, 5]", "[60, 40, 5.15]")
     score = _score(_task(), thicker)
@@ -110,6 +113,7 @@ def test_a_near_miss_gets_partial_credit_and_feedback_by_how_much():
     ],
     ids=["right bounding box, wrong shape", "open shell", "NaN vertex", "overlapping copies", "holes moved", "moved"],
 )
+@pytest.mark.e2e
 def test_wrong_shapes_earn_nothing(script, says):
     score = _score(_task(), script)
     assert score.status == "scored" and score.reward == 0.0, score.detail
@@ -125,6 +129,7 @@ _SAW_CUT = PLATE.format(segments=64).replace(
 @pytest.mark.parametrize(
     ("width", "depth"), [(0.24, 3.0), (0.1, 4.8), (0.05, 1.0)], ids=["under the deviation gate", "hair", "shallow"]
 )
+@pytest.mark.e2e
 def test_a_saw_cut_thinner_than_the_deviation_gate_earns_nothing(width, depth):
     score = _score(_task(), _SAW_CUT.format(width=width, depth=depth))
     assert score.status == "scored" and score.reward == 0.0, score.detail
@@ -132,12 +137,14 @@ def test_a_saw_cut_thinner_than_the_deviation_gate_earns_nothing(width, depth):
     assert "differs from the part" not in score.detail  # too thin for the deviation gate: the stray gate caught it
 
 
+@pytest.mark.e2e
 def test_a_model_within_the_tolerances_is_not_said_to_stray():
     shifted = PLATE.format(segments=24).replace("cube([60, 40, 5])", "cube([60, 40, 5]).translate([0.1, 0, 0])")
     score = _score(_task(), shifted.replace("[x, y, -1]", "[x + 0.1, y, -1]"))
     assert score.passed and "strays" not in score.detail, score.detail
 
 
+@pytest.mark.e2e
 def test_a_pre_made_file_is_not_the_scripts_output():
     gold_run = _score(_task(), PLATE.format(segments=64))
     assert gold_run.passed
@@ -163,6 +170,7 @@ def test_script_failures_are_zero_with_their_error_as_feedback():
     assert empty.reward == 0.0 and "Python script" in empty.feedback
 
 
+@pytest.mark.e2e
 def test_a_clearance_too_small_costs_its_check():
     pegs = [t for t in generate_tasks("cad", seed=5, size=60, difficulty=3) if t.metadata["part"] == "peg_in_hole"]
     peg_task = next(t for t in pegs if t.verifier["min_clearance"] == 0.4)  # a 0.5 mm clearance asked
@@ -183,6 +191,7 @@ def test_grader_problems_are_infra_errors_not_zeros():
     assert "environment" in check_task(no_env)
 
 
+@pytest.mark.e2e
 def test_the_audit_finds_no_exploit_that_fools_the_kind():
     tasks = generate_tasks("cad", seed=8, size=5)
     report = audit_tasks(tasks, per_kind=5, repeats=1, costly_per_kind=1, threads=2)
@@ -192,6 +201,7 @@ def test_the_audit_finds_no_exploit_that_fools_the_kind():
     assert all(row.ok for row in report.rows), [row for row in report.rows if not row.ok]
 
 
+@pytest.mark.e2e
 def test_generate_validate_and_verify_through_the_command(tmp_path, run_cli):
     out = tmp_path / "cad.jsonl"
     result = run_cli("tasks", "generate", "cad", "--seed", "3", "--size", "3", "--out", str(out), timeout=300)

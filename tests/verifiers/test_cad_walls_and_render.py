@@ -16,7 +16,7 @@ from veriloop.tasks import generate_tasks
 from veriloop.verifiers import verify
 from veriloop.verifiers.audit._exploits import fence
 
-pytestmark = pytest.mark.usefixtures("env_with_cad")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("env_with_cad")]
 
 SCRIPT = """import manifold3d as m3d
 import numpy as np

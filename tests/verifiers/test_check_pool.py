@@ -9,7 +9,7 @@ import time
 import pytest
 
 from veriloop.verifiers import CheckTimeout, GraderError
-from veriloop.verifiers.answers._check_pool import CheckProcessCrashed, CheckPool
+from veriloop.verifiers.answers._check_pool import CheckPool, CheckProcessCrashed
 
 
 @pytest.fixture
@@ -27,6 +27,7 @@ def _alive(pid: int) -> bool:
     return not open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
 
 
+@pytest.mark.e2e
 def test_a_call_past_its_deadline_is_killed_and_replaced(sleeper):
     sleeper.warm()
     before = set(sleeper.worker_pids())
@@ -39,6 +40,7 @@ def test_a_call_past_its_deadline_is_killed_and_replaced(sleeper):
     assert killed and not any(_alive(pid) for pid in killed)
 
 
+@pytest.mark.e2e
 def test_timeouts_work_from_many_threads(sleeper):
     errors = []
 
@@ -67,6 +69,7 @@ def test_an_exception_in_the_target_is_a_grader_error():
         pool.close()
 
 
+@pytest.mark.e2e
 def test_a_worker_that_dies_is_a_grader_error_and_is_replaced():
     pool = CheckPool("os:_exit", size=1)
     try:
@@ -96,6 +99,7 @@ def test_close_stops_the_workers(sleeper):
         sleeper.call(0, timeout_s=1)
 
 
+@pytest.mark.e2e
 def test_workers_die_with_their_parent():
     """A worker stuck in a check must not outlive a parent that was killed outright."""
     import signal

@@ -18,6 +18,7 @@ def score(verifier, response, gold="42"):
     return verify(task, Response(id="r", task_id="t", response=response))
 
 
+@pytest.mark.e2e
 def test_all_of_needs_every_check():
     combo = {"kind": "all_of", "checks": [{"verifier": MATH}, {"verifier": BOXED_FORMAT, "label": "format"}]}
     assert score(combo, "\\boxed{42}").passed

@@ -141,6 +141,7 @@ def test_a_task_without_gold_is_an_infra_error_not_a_zero():
     assert score.status == "infra_error" and score.reward is None
 
 
+@pytest.mark.e2e
 def test_the_audit_finds_no_exploit_that_fools_generated_tasks():
     tasks = generate_tasks("financial-docs", seed=4, size=9, groups=3)
     report = audit_tasks(tasks, per_kind=9, repeats=1, threads=2)

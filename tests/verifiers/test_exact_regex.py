@@ -1,6 +1,8 @@
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from veriloop.core import Response, Task
 from veriloop.verifiers import verify
 
@@ -59,6 +61,7 @@ def test_catastrophic_backtracking_fails_the_answer_within_the_time_limit():
     assert elapsed < 10  # the exponential match alone would take hours
 
 
+@pytest.mark.e2e
 def test_matches_from_threads_still_pass_after_a_runaway_match():
     nested = {"kind": "regex", "pattern": r"(a+)+b", "timeout_s": 1.0}
     assert not _score(nested, "a" * 40).passed

@@ -25,6 +25,7 @@ def tasks():
     return generate_tasks("arithmetic", seed=4, size=6) + generate_tasks("numeric-tables", seed=4, size=2)
 
 
+@pytest.mark.e2e
 def test_trl_reward_function_scores_a_batch_by_task_id(tasks, tmp_path):
     path = tmp_path / "tasks.jsonl"
     write_jsonl(path, tasks)
@@ -141,6 +142,7 @@ def test_the_task_file_can_come_as_a_reward_kwarg(tasks, tmp_path):
     assert result == {"score": 1.0, "passed": True, "infra_error": False}
 
 
+@pytest.mark.e2e
 def test_trls_grpo_trainer_runs_with_the_reward_function(tiny_model_dir, tmp_path):
     """examples/trl_grpo.py, as the README shows it: TRL's own trainer, veriloop's verifiers."""
     pytest.importorskip("trl")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from veriloop.core import Response, Task
 from veriloop.tasks import check_task
 from veriloop.verifiers import verify
@@ -97,6 +99,7 @@ def test_the_same_key_in_different_objects_is_fine():
     assert verify(task, Response(id="r", task_id="t", response=response)).passed
 
 
+@pytest.mark.e2e
 def test_a_backtracking_schema_pattern_fails_the_answer_within_the_time_limit():
     schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}}}
     task = Task(id="t", domain="json", prompt="p", verifier={"kind": "json_schema", "schema": schema})

@@ -116,6 +116,7 @@ def test_missing_or_unreadable_gold_is_an_infra_error():
 STALLING = "\\boxed{9^{9^{9}}}"
 
 
+@pytest.mark.e2e
 def test_timeout_from_threads_gives_an_infra_error_not_a_hang():
     results = {}
 
@@ -141,6 +142,7 @@ def test_timeout_can_score_zero_instead():
     assert result.status == "scored" and result.reward == 0.0 and "timed out" in result.detail
 
 
+@pytest.mark.e2e
 def test_check_from_a_worker_thread_with_many_calls():
     tasks = [(f"\\boxed{{{n}}}", str(n if n % 3 else n + 1)) for n in range(60)]
     outcomes = []

@@ -182,6 +182,7 @@ def test_every_operation_of_every_thread_is_reported():
     assert sum(finding.startswith("os.system") for finding in report.findings) == 50
 
 
+@pytest.mark.e2e
 def test_a_backtracking_penalty_pattern_ends_in_time_and_applies():
     hostile = "a" * 40 + "!\n42"
     for penalty in (

@@ -173,6 +173,7 @@ def test_an_answer_cannot_start_more_processes_than_its_box_holds(evaluator):
     assert evaluator.call("1 + 1", timeout_s=30) == 2
 
 
+@pytest.mark.e2e
 def test_a_fork_bomb_ends_within_its_time_limit_and_the_host_and_next_check_are_unharmed(evaluator):
     evaluator.call("0", timeout_s=30)
     most, done = 0, threading.Event()

@@ -121,6 +121,7 @@ def test_equals_compares_bytes_and_matches_needs_utf8_text(env_with_pytest):
     assert score.reward == 0.0 and "not UTF-8 text" in score.detail
 
 
+@pytest.mark.e2e
 def test_a_catastrophic_pattern_fails_within_its_time_limit(env_with_pytest):
     from veriloop.verifiers.workspace._workspace_checks import MATCH_TIMEOUT_S
 
@@ -150,6 +151,7 @@ def test_the_expected_exit_code_is_the_one_that_passes(env_with_pytest):
     assert _score(rejects, {"solution.py": "pass\n"}).reward == 0.0
 
 
+@pytest.mark.e2e
 def test_a_command_that_never_ends_fails_within_its_timeout(env_with_pytest):
     started = time.monotonic()
     score = _score(_task(RUNS_THE_SOLUTION), {"solution.py": "while True:\n    pass\n"})
