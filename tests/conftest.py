@@ -42,6 +42,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     os._exit(int(_SESSION[-1].exitstatus))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A pytest-xdist worker computes with one torch thread: the workers together already fill the
+    cores, and two threads each would only make them wait on each other."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
