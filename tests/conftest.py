@@ -53,6 +53,17 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
 
 
+# Session fixtures that train a model before the tests that use them: those tests are end-to-end
+# (`make test-fast` leaves them out) wherever they live.
+TRAINS_A_MODEL = frozenset({"scripted_engine"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if TRAINS_A_MODEL & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
