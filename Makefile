@@ -112,10 +112,11 @@ test-determinism: setup
 	  else echo "no AVX-512 on this CPU: the determinism tests ran on MKL's automatic and AVX2 paths"; fi; \
 	fi
 
-# Everything: the environments are built side by side (their installs wait mostly on downloads
-# and disk), then the three tiers run.
-test: setup
-	@$(MAKE) --no-print-directory -j3 --output-sync=target lint docs setup-verl setup-vllm
+# Everything: the three environments are built side by side (their installs wait mostly on
+# downloads and disk), then lint and the documentation site, then the three tiers.
+test:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target setup setup-verl setup-vllm
+	@$(MAKE) --no-print-directory lint docs
 	$(PY) -m pytest -q $(XDIST) -m "not scale"
 	$(PY) -m pytest -q -m scale
 	$(VLLM_PY) -m pytest -q $(VLLM_TESTS)
