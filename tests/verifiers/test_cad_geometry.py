@@ -203,14 +203,12 @@ def test_grader_problems_are_infra_errors_not_zeros():
 
 @pytest.mark.e2e
 def test_the_audit_finds_no_exploit_that_fools_the_kind():
-    # every exploit of the catalogue is tried: open_box states min_wall (its wall exploits), and
-    # peg_in_hole is a part of two bodies; a time limit of 15 s ends "never ends" sooner
-    tasks = [
-        t.model_copy(update={"verifier": {**t.verifier, "timeout_s": 15.0}})
-        for t in generate_tasks("cad", seed=8, size=5)
-        if t.metadata["part"] in ("open_box", "peg_in_hole")
-    ]
-    assert len(tasks) == 2 and tasks[0].verifier["min_wall"]
+    # every exploit of the catalogue is tried: a tube states min_wall (its wall exploits; the open
+    # box's run in test_cad_walls_and_render.py), and peg_in_hole is a part of two bodies; a time
+    # limit of 15 s ends "never ends" sooner
+    tube = next(t for t in generate_tasks("cad", seed=3, size=40, difficulty=2) if t.metadata["part"] == "tube")
+    peg = next(t for t in generate_tasks("cad", seed=8, size=5) if t.metadata["part"] == "peg_in_hole")
+    tasks = [t.model_copy(update={"verifier": {**t.verifier, "timeout_s": 15.0}}) for t in (tube, peg)]
     report = audit_tasks(tasks, per_kind=2, repeats=1, costly_per_kind=1, threads=2)
     assert not report.gold_failures and not report.flaky
     categories = {row.category for row in report.rows}
