@@ -18,12 +18,13 @@ def gold_scores(tasks):
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", GENERATORS.names())
 def test_same_seed_same_tasks_other_seed_other_tasks(name):
-    first = generate_tasks(name, seed=7, size=30)
-    again = generate_tasks(name, seed=7, size=30)
-    other = generate_tasks(name, seed=8, size=30)
+    size = 12 if name == "terminal-repos" else 30  # each repository runs its visible tests once
+    first = generate_tasks(name, seed=7, size=size)
+    again = generate_tasks(name, seed=7, size=size)
+    other = generate_tasks(name, seed=8, size=size)
     assert first == again
     assert [t.prompt for t in first] != [t.prompt for t in other]
-    assert len({t.id for t in first}) == 30
+    assert len({t.id for t in first}) == size
     assert not {t.id for t in first} & {t.id for t in other}
 
 
@@ -39,7 +40,11 @@ def test_every_gold_answer_passes_its_own_verifier(name, request):
     environments = {"terminal-repos": "env_with_pytest", "cad": "env_with_cad"}  # where their checks run
     if name in environments:
         request.getfixturevalue(environments[name])
-    tasks = generate_tasks(name, seed=0, size=12 if name in environments else 60)
+    # each check of these starts a sandbox: a cad task of two part kinds (one of every kind is
+    # checked in test_cad_geometry.py), a repository of each difficulty
+    tasks = generate_tasks(name, seed=0, size={"cad": 2, "terminal-repos": 12}.get(name, 60))
+    if name == "terminal-repos":
+        tasks = list({task.metadata["difficulty_name"]: task for task in reversed(tasks)}.values())
     assert all(check_task(task) is None for task in tasks)
     for task, score in zip(tasks, gold_scores(tasks)):
         assert score.passed and score.reward == 1.0, (task.id, task.gold, score.detail)

@@ -151,10 +151,20 @@ def test_a_pre_made_file_is_not_the_scripts_output():
     planted = {"model.stl": "solid x\nendsolid x\n"}
     score = _score(_task(), "print('the model is already there')", workspace=planted)
     assert score.reward == 0.0 and "wrote no model.stl" in score.feedback
+    # the whole disk the script sees, walked without following links (a glob of /** follows them,
+    # round the links in /proc and /lib, until the time limit, and so would prove nothing)
     looks_for_it = (
-        "import glob, shutil\nshutil.copy(sorted(glob.glob('/**/model.stl', recursive=True))[0], 'model.stl')"
+        "import glob, os, shutil\n"
+        "found = glob.glob('/proc/*/cwd/model.stl')\n"
+        "for top, dirs, files in os.walk('/'):\n"
+        "    dirs[:] = [d for d in dirs if top != '/' or d not in ('proc', 'sys')]\n"
+        "    found += [os.path.join(top, f) for f in files if f == 'model.stl']\n"
+        "if not found:\n"
+        "    raise SystemExit('no model.stl on this disk')\n"
+        "shutil.copy(found[0], 'model.stl')\n"
     )
-    assert _score(_task(), looks_for_it).reward == 0.0
+    searched = _score(_task(timeout_s=20), looks_for_it)
+    assert searched.reward == 0.0 and "no model.stl on this disk" in searched.detail, searched.detail
 
 
 def test_a_gigantic_mesh_is_refused_from_its_header():
@@ -193,8 +203,13 @@ def test_grader_problems_are_infra_errors_not_zeros():
 
 @pytest.mark.e2e
 def test_the_audit_finds_no_exploit_that_fools_the_kind():
-    tasks = generate_tasks("cad", seed=8, size=5)
-    report = audit_tasks(tasks, per_kind=5, repeats=1, costly_per_kind=1, threads=2)
+    # every exploit of the catalogue is tried: a tube states min_wall (its wall exploits; the open
+    # box's run in test_cad_walls_and_render.py), and peg_in_hole is a part of two bodies; a time
+    # limit of 15 s ends "never ends" sooner
+    tube = next(t for t in generate_tasks("cad", seed=3, size=40, difficulty=2) if t.metadata["part"] == "tube")
+    peg = next(t for t in generate_tasks("cad", seed=8, size=5) if t.metadata["part"] == "peg_in_hole")
+    tasks = [t.model_copy(update={"verifier": {**t.verifier, "timeout_s": 15.0}}) for t in (tube, peg)]
+    report = audit_tasks(tasks, per_kind=2, repeats=1, costly_per_kind=1, threads=2)
     assert not report.gold_failures and not report.flaky
     categories = {row.category for row in report.rows}
     assert {"not_a_solution", "grader_tampering", "read_tests", "resource_abuse", "mutated_gold"} <= categories
@@ -204,7 +219,7 @@ def test_the_audit_finds_no_exploit_that_fools_the_kind():
 @pytest.mark.e2e
 def test_generate_validate_and_verify_through_the_command(tmp_path, run_cli):
     out = tmp_path / "cad.jsonl"
-    result = run_cli("tasks", "generate", "cad", "--seed", "3", "--size", "3", "--out", str(out), timeout=300)
+    result = run_cli("tasks", "generate", "cad", "--seed", "3", "--size", "1", "--out", str(out), timeout=300)
     assert result.returncode == 0, result.stderr
     assert run_cli("tasks", "validate", str(out), timeout=300).returncode == 0
     tasks = load_tasks(out)
@@ -215,7 +230,7 @@ def test_generate_validate_and_verify_through_the_command(tmp_path, run_cli):
     scored = tmp_path / "scores.jsonl"
     result = run_cli("verify", "--tasks", str(out), "--responses", str(responses), "--out", str(scored), timeout=300)
     assert result.returncode == 0, result.stderr
-    assert [json.loads(line)["passed"] for line in scored.read_text().splitlines()] == [True, True, True, False]
+    assert [json.loads(line)["passed"] for line in scored.read_text().splitlines()] == [True, False]
 
 
 def test_levels_and_seeds():

@@ -108,27 +108,28 @@ def test_the_audit_tries_thin_walls_and_bad_shells_on_walled_parts_and_none_is_r
     from veriloop.verifiers import audit_tasks
     from veriloop.verifiers.audit._exploits import exploits_for
 
-    tube = next(t for t in generate_tasks("cad", seed=3, size=40, difficulty=2) if t.metadata["part"] == "tube")
+    # the open box here; the tube's wall exploits run in the kind's own audit (test_cad_geometry.py)
     box = next(t for t in generate_tasks("cad", seed=3, size=20, difficulty=3) if t.metadata["part"] == "open_box")
-    walled = [t.model_copy(update={"verifier": {**t.verifier, "render": True}}) for t in (tube, box)]
-    probes = {e.name: e for e in exploits_for(walled[1], walled)}
-    thinner = probes["walls 0.2 mm thinner"]
-    assert thinner.category == "not_a_solution"
-    score = verify(walled[1], Response(id="w", task_id=box.id, response=thinner.response))
+    walled = box.model_copy(update={"verifier": {**box.verifier, "render": True}})
+    names = {f"{box.id}#{e.category}/{number}": e.name for number, e in enumerate(exploits_for(walled, [walled]))}
+    scores = []
+    report = audit_tasks([walled], per_kind=1, repeats=1, costly_per_kind=0, threads=2, on_score=scores.append)
+    assert not report.gold_failures and not report.flaky
+    assert all(row.ok for row in report.rows), [row for row in report.rows if not row.ok]
+    assert {"not_a_solution", "grader_tampering"} <= {row.category for row in report.rows}
+    probes = {names[s.id]: s for s in scores if s.id in names}  # the audit's own scores, by exploit
+
+    score = probes["walls 0.2 mm thinner"]
+    assert score.id.startswith(f"{box.id}#not_a_solution/")
     assert score.status == "scored" and not score.passed and score.reward < 1
     assert f"the part needs at least {box.verifier['min_wall']:g} mm" in score.feedback  # the wall check caught it
     assert score.images["render.png"]  # the picture of the hack, for the review page
     for name in ("walls halved, the volume kept by a thicker floor", "a non-manifold shell (one triangle doubled)"):
-        spoiled = verify(walled[1], Response(id="s", task_id=box.id, response=probes[name].response))
+        spoiled = probes[name]
         assert spoiled.status == "scored" and spoiled.reward == 0.0, (name, spoiled.detail)
     assert "walls halved" not in " ".join(
         e.name for e in exploits_for(generate_tasks("cad", seed=1, size=1, difficulty=1)[0], [])
     )
-
-    report = audit_tasks(walled, per_kind=2, repeats=1, costly_per_kind=0, threads=2)
-    assert not report.gold_failures and not report.flaky
-    assert all(row.ok for row in report.rows), [row for row in report.rows if not row.ok]
-    assert {"not_a_solution", "grader_tampering"} <= {row.category for row in report.rows}
 
 
 def test_the_generator_asks_for_pictures_only_when_told():
