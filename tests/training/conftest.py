@@ -3,8 +3,7 @@ import pytest
 from veriloop.core import Task
 
 
-@pytest.fixture
-def digit_tasks():
+def _digit_tasks() -> list[Task]:
     """A task a random tiny model solves sometimes: write any digit (so RL has signal)."""
     return [
         Task(
@@ -18,39 +17,62 @@ def digit_tasks():
 
 
 @pytest.fixture
-def make_config(tiny_model_dir, tmp_path):
+def digit_tasks():
+    return _digit_tasks()
+
+
+@pytest.fixture(scope="session")
+def new_digit_tasks():
+    """``new_digit_tasks()``: the digit tasks, for fixtures wider than one test."""
+    return _digit_tasks
+
+
+@pytest.fixture(scope="session")
+def make_config_in(tiny_model_dir):
+    """``make_config_in(directory)``: ``make_config`` with its runs under ``directory``, for fixtures
+    wider than one test."""
     from veriloop.training import TrainConfig
 
-    def make(name: str = "run", **sections):
-        data = {
-            "model": {"path": str(tiny_model_dir)},
-            "rollout": {"prompts_per_step": 4, "group_size": 8, "max_tokens": 12},
-            "optim": {"lr": 2e-3, "warmup_steps": 1},
-            "run": {
-                "steps": 3,
-                "out": str(tmp_path / name),
-                "checkpoint_every": 0,
-                "loggers": ["jsonl"],
-                "progress": False,
-            },
-        }
-        for section, fields in sections.items():
-            data.setdefault(section, {}).update(fields)
-        return TrainConfig.model_validate(data)
+    def maker(directory):
+        def make(name: str = "run", **sections):
+            data = {
+                "model": {"path": str(tiny_model_dir)},
+                "rollout": {"prompts_per_step": 4, "group_size": 8, "max_tokens": 12},
+                "optim": {"lr": 2e-3, "warmup_steps": 1},
+                "run": {
+                    "steps": 3,
+                    "out": str(directory / name),
+                    "checkpoint_every": 0,
+                    "loggers": ["jsonl"],
+                    "progress": False,
+                },
+            }
+            for section, fields in sections.items():
+                data.setdefault(section, {}).update(fields)
+            return TrainConfig.model_validate(data)
 
-    return make
+        return make
+
+    return maker
 
 
 @pytest.fixture
-def config_file(tmp_path, tiny_model_dir, digit_tasks):
-    """A YAML training config on the digit tasks (written as a task file), for CLI runs."""
+def make_config(make_config_in, tmp_path):
+    """``make_config(name, **sections)``: a TrainConfig on the tiny model, its run under ``tmp_path / name``."""
+    return make_config_in(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def write_config_file(tiny_model_dir):
+    """``write_config_file(directory, **sections)``: a YAML training config on the digit tasks (written
+    as a task file) in ``directory``, for CLI runs; for fixtures wider than one test."""
     import yaml
 
     from veriloop.core import write_jsonl
 
-    def write(**sections):
-        tasks = tmp_path / "tasks.jsonl"
-        write_jsonl(tasks, digit_tasks)
+    def write(directory, **sections):
+        tasks = directory / "tasks.jsonl"
+        write_jsonl(tasks, _digit_tasks())
         data = {
             "model": {"path": str(tiny_model_dir)},
             "data": {"train": str(tasks)},
@@ -60,9 +82,19 @@ def config_file(tmp_path, tiny_model_dir, digit_tasks):
         }
         for section, fields in sections.items():
             data.setdefault(section, {}).update(fields)
-        path = tmp_path / "config.yaml"
+        path = directory / "config.yaml"
         path.write_text(yaml.safe_dump(data))
         return path
+
+    return write
+
+
+@pytest.fixture
+def config_file(tmp_path, write_config_file):
+    """A YAML training config on the digit tasks (written as a task file), for CLI runs."""
+
+    def write(**sections):
+        return write_config_file(tmp_path, **sections)
 
     return write
 

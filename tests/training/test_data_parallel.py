@@ -111,19 +111,33 @@ def write_config(path: Path, data: dict) -> Path:
     return path
 
 
+def _rl_sections(**run) -> dict:
+    """The digit-task config, small: 4 prompts x 4 samples, one torch thread (as each rank has)."""
+    return {
+        "rollout": {"prompts_per_step": 4},
+        "optim": {"warmup_steps": 1},
+        "pipeline": {"torch_threads": 1},
+        "run": {"checkpoint_every": 1, **run},
+    }
+
+
 @pytest.fixture
 def rl_config(config_file):
-    """The digit-task config, small: 4 prompts x 4 samples, one torch thread (as each rank has)."""
+    return lambda **run: config_file(**_rl_sections(**run))
 
-    def make(**run):
-        return config_file(
-            rollout={"prompts_per_step": 4},
-            optim={"warmup_steps": 1},
-            pipeline={"torch_threads": 1},
-            run={"checkpoint_every": 1, **run},
-        )
 
-    return make
+STRAIGHT_STEPS = 5
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, write_config_file) -> Path:
+    """The output of one process's run of the ``rl_config`` config, STRAIGHT_STEPS steps with a
+    checkpoint after each: the run that ranks, and runs handed between them, must reproduce. The
+    learning rate is flat after its warm-up, so step k here is step k of a shorter run."""
+    directory = tmp_path_factory.mktemp("straight")
+    config = write_config_file(directory, **_rl_sections(steps=STRAIGHT_STEPS))
+    run_alone([PYTHON, "-m", "veriloop", "train", str(config), f"run.out={directory / 'run'}"])
+    return directory / "run"
 
 
 # ---- units ------------------------------------------------------------------------------------
@@ -179,30 +193,47 @@ def test_two_ranks_train_the_rl_step_one_process_trains(tmp_path, rl_config):
     assert_same_step(torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt"))
 
 
-@pytest.mark.determinism
-@pytest.mark.parametrize(("strategy", "grad_rtol"), [("ddp", 1e-6), ("fsdp", None)])  # fsdp: no gradient to read
-def test_two_ranks_train_the_sft_step_one_process_trains(tmp_path, tiny_model_dir, strategy, grad_rtol):
-    data = tmp_path / "sft.jsonl"
-    # Answers of different lengths: the ranks' shares hold different token counts, so a mean of
-    # per-rank means would weigh them wrongly; the whole batch's token mean must come out.
+def _sft_step_config(directory: Path, model_dir: Path, strategy: str) -> Path:
+    """A one-step SFT config of ``strategy``. Answers of different lengths: the ranks' shares hold
+    different token counts, so a mean of per-rank means would weigh them wrongly; the whole batch's
+    token mean must come out."""
+    data = directory / "sft.jsonl"
     rows = [
         {"messages": [{"role": "user", "content": f"{i}?"}, {"role": "assistant", "content": str(i) * (1 + i % 4)}]}
         for i in range(6)
     ]
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    config = write_config(
-        tmp_path / "sft.yaml",
+    return write_config(
+        directory / f"sft-{strategy}.yaml",
         {
-            "model": {"path": str(tiny_model_dir)},
+            "model": {"path": str(model_dir)},
             "data": {"train": str(data)},
             "optim": {"batch_size": 5, "lr": 2e-3},
             "distributed": {"strategy": strategy},
         },
     )
-    script = [PYTHON, str(HERE / "data_parallel_rank.py"), "sft", str(config)]
-    run_alone([*script, str(tmp_path / "one.pt")])
-    run_ranks([*script, str(tmp_path / "two.pt")], 2, tmp_path / "logs")
-    assert_same_step(torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt"), grad_rtol)
+
+
+@pytest.fixture(scope="module")
+def sft_step_alone(tmp_path_factory, tiny_model_dir) -> dict:
+    """One process's step of ``_sft_step_config``: the same step whatever the strategy, which a lone
+    process does not apply (it trains the model as it is)."""
+    directory = tmp_path_factory.mktemp("sft-step")
+    config = _sft_step_config(directory, tiny_model_dir, "ddp")
+    run_alone([PYTHON, str(HERE / "data_parallel_rank.py"), "sft", str(config), str(directory / "one.pt")])
+    return torch.load(directory / "one.pt")
+
+
+@pytest.mark.determinism
+@pytest.mark.parametrize(("strategy", "grad_rtol"), [("ddp", 1e-6), ("fsdp", None)])  # fsdp: no gradient to read
+def test_two_ranks_train_the_sft_step_one_process_trains(tmp_path, tiny_model_dir, sft_step_alone, strategy, grad_rtol):
+    config = _sft_step_config(tmp_path, tiny_model_dir, strategy)
+    run_ranks(
+        [PYTHON, str(HERE / "data_parallel_rank.py"), "sft", str(config), str(tmp_path / "two.pt")],
+        2,
+        tmp_path / "logs",
+    )
+    assert_same_step(sft_step_alone, torch.load(tmp_path / "two.pt"), grad_rtol)
 
 
 # ---- fsdp: sharded parameters and optimizer state -------------------------------------------------
@@ -297,54 +328,38 @@ def _assert_close_to(straight: Path, resumed: Path, step: int) -> None:
         assert float(other_state["optimizer"]["state"][index]["step"]) == step
 
 
-def test_torchrun_runs_resume_across_a_change_of_world_size(tmp_path, rl_config):
-    from veriloop.training import read_ledger, read_metrics
-
-    config = str(rl_config(steps=3))
-    run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={tmp_path / 'straight'}"])
-    two_then_one, one_then_two = tmp_path / "two-then-one", tmp_path / "one-then-two"
-    started = torchrun(2, "train", config, f"run.out={two_then_one}", "run.steps=2")
-    assert started.stderr.count("final model:") == 1  # rank 0 alone reports
-    resumed = run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={two_then_one}"])
-    assert "resumed from step 2" in resumed.stderr
-    run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={one_then_two}", "run.steps=2"])
-    resumed = torchrun(2, "train", config, f"run.out={one_then_two}")
-    assert "resumed from step 2" in resumed.stderr
-
-    for out in (two_then_one, one_then_two):
-        assert [r["step"] for r in read_metrics(out)] == [1, 2, 3]
-        assert read_ledger(out) == read_ledger(tmp_path / "straight")  # the same prompts, each once
-        _assert_close_to(tmp_path / "straight", out, 3)
-        assert (out / "final" / "model.safetensors").is_file()
-        assert not list(out.glob("**/rank*")), "only rank 0 writes"
-
-
-def test_fsdp_checkpoints_resume_on_one_process_and_from_ddp_ones(tmp_path, rl_config):
-    """A 2-rank fsdp run resumed by one process, and a one-process run resumed by 2 fsdp ranks,
-    train the straight run: the checkpoints hold whole weights and whole AdamW moments."""
+def test_checkpoints_resume_across_world_sizes_and_strategies(tmp_path, rl_config, straight):
+    """One run handed on at every step: one process, 2 ddp ranks under torchrun, one process, 2 fsdp
+    ranks, one process. Each hand-over changes the world size, and the checkpoints of each writer
+    (one process, ddp, fsdp) are resumed by another count of ranks: every one must hold the whole
+    weights, the whole AdamW moments and the sampler's place, so the run stays the straight one."""
     from safetensors.torch import load_file
 
     from veriloop.training import read_ledger, read_metrics
 
-    config = str(rl_config(steps=3))
-    run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={tmp_path / 'straight'}"])
-    two_then_one, one_then_two = tmp_path / "two-then-one", tmp_path / "one-then-two"
-    torchrun(2, "train", config, f"run.out={two_then_one}", "run.steps=2", "distributed.strategy=fsdp")
-    resumed = run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={two_then_one}"])
-    assert "resumed from step 2" in resumed.stderr
-    run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={one_then_two}", "run.steps=2"])
-    resumed = torchrun(2, "train", config, f"run.out={one_then_two}", "distributed.strategy=fsdp")
-    assert "resumed from step 2" in resumed.stderr
+    config, out = str(rl_config()), tmp_path / "handed-on"
+    train = [PYTHON, "-m", "veriloop", "train", config, f"run.out={out}"]
+    run_alone([*train, "run.steps=1"])
+    on_ddp = torchrun(2, "train", config, f"run.out={out}", "run.steps=2")
+    assert on_ddp.stderr.count("final model:") == 1  # rank 0 alone reports
+    assert "resumed from step 1" in on_ddp.stderr
+    assert "resumed from step 2" in run_alone([*train, "run.steps=3"]).stderr
+    on_fsdp = torchrun(2, "train", config, f"run.out={out}", "run.steps=4", "distributed.strategy=fsdp")
+    assert "resumed from step 3" in on_fsdp.stderr
+    assert "resumed from step 4" in run_alone([*train, f"run.steps={STRAIGHT_STEPS}"]).stderr
 
-    expected = load_file(tmp_path / "straight" / "final" / "model.safetensors")
-    for out in (two_then_one, one_then_two):
-        assert [r["step"] for r in read_metrics(out)] == [1, 2, 3]
-        assert read_ledger(out) == read_ledger(tmp_path / "straight")
-        _assert_close_to(tmp_path / "straight", out, 3)
-        final = load_file(out / "final" / "model.safetensors")  # a plain model, as one process saves it
-        assert final.keys() == expected.keys()
-        for name, tensor in expected.items():
-            assert (final[name] - tensor).norm() / tensor.norm() <= ADAM_TENSOR_RTOL, name
+    assert [r["step"] for r in read_metrics(out)] == list(range(1, STRAIGHT_STEPS + 1))
+    assert read_ledger(out) == read_ledger(straight)  # the same prompts, each once
+    for step in range(1, STRAIGHT_STEPS + 1):  # step 3 reads ddp's checkpoint, step 5 fsdp's
+        _assert_close_to(straight, out, step)
+    assert not list(out.glob("**/rank*")), "only rank 0 writes"
+    expected = load_file(straight / "final" / "model.safetensors")
+    final = load_file(out / "final" / "model.safetensors")  # a plain model, as one process saves it
+    assert final.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert (final[name] - tensor).norm() / tensor.norm() <= ADAM_TENSOR_RTOL, name
+    fsdp_written = load_file(out / "checkpoints" / "step-00000004" / "model" / "model.safetensors")
+    assert fsdp_written.keys() == expected.keys()  # whole tensors under the plain names, not shards
 
 
 def test_an_sft_run_of_two_fsdp_ranks_resumes_on_one_process(tmp_path, tiny_model_dir):
@@ -410,7 +425,7 @@ def test_a_killed_rank_ends_the_run_fast_and_a_rerun_resumes(tmp_path, rl_config
 # ---- Ray ------------------------------------------------------------------------------------------
 
 
-def test_ray_ranks_train_the_run_one_process_trains(tmp_path, rl_config):
+def test_ray_ranks_train_the_run_one_process_trains(tmp_path, rl_config, straight):
     """``distributed.ray_ranks=2``: two Ray actors (on a private single-node Ray on loopback) form the
     process group; the run is the single-process run, written once, by rank 0."""
     pytest.importorskip("ray", reason="the Ray launcher needs ray: pip install -e '.[dev]' (make setup)")
@@ -418,9 +433,7 @@ def test_ray_ranks_train_the_run_one_process_trains(tmp_path, rl_config):
 
     from veriloop.training import read_ledger, read_metrics
 
-    config = str(rl_config(steps=2))
-    alone, on_ray = tmp_path / "alone", tmp_path / "ray"
-    run_alone([PYTHON, "-m", "veriloop", "train", config, f"run.out={alone}"])
+    config, on_ray = str(rl_config(steps=2)), tmp_path / "ray"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     result = subprocess.run(
@@ -434,10 +447,10 @@ def test_ray_ranks_train_the_run_one_process_trains(tmp_path, rl_config):
     assert result.stderr.count("final model:") == 1
     assert [r["step"] for r in read_metrics(on_ray)] == [1, 2]
     assert [r["reward/sampled_mean"] for r in read_metrics(on_ray)] == [
-        r["reward/sampled_mean"] for r in read_metrics(alone)
+        r["reward/sampled_mean"] for r in read_metrics(straight)[:2]
     ]
-    assert read_ledger(on_ray) == read_ledger(alone)
-    expected = load_file(alone / "final" / "model.safetensors")
+    assert read_ledger(on_ray) == [r for r in read_ledger(straight) if r["step"] <= 2]
+    expected = load_file(straight / "checkpoints" / "step-00000002" / "model" / "model.safetensors")
     final = load_file(on_ray / "final" / "model.safetensors")
     for name, tensor in expected.items():
         assert (final[name] - tensor).norm() / tensor.norm() <= ADAM_TENSOR_RTOL, name
