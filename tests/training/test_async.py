@@ -37,11 +37,19 @@ def test_staleness_0_reproduces_the_synchronous_run(make_config, digit_tasks):
     assert first == second
 
 
-def test_trajectories_never_exceed_the_staleness_bound(make_config, digit_tasks):
-    for bound, correction in ((1, "behaviour"), (2, "decoupled")):
-        trainer, history = _run(
-            make_config, digit_tasks, f"async{bound}", mode="async", max_staleness=bound, stale_correction=correction
-        )
+@pytest.fixture(scope="module")
+def one_version_behind(make_config_in, new_digit_tasks, tmp_path_factory):
+    """A 4-step async run at most one version behind, stale tokens corrected against the sampler's
+    policy (``behaviour``), with a stall threshold far below an update's length (so every update is
+    reported as a stall): ``(trainer, history)``."""
+    make_config = make_config_in(tmp_path_factory.mktemp("async"))
+    return _run(make_config, new_digit_tasks(), "async1", mode="async", max_staleness=1, stall_after_s=0.005)
+
+
+def test_trajectories_never_exceed_the_staleness_bound(make_config, digit_tasks, one_version_behind):
+    decoupled = _run(make_config, digit_tasks, "async2", mode="async", max_staleness=2, stale_correction="decoupled")
+    for bound, correction, (trainer, history) in ((1, "behaviour", one_version_behind), (2, "decoupled", decoupled)):
+        assert trainer.config.pipeline.stale_correction == correction
         assert len(history) == 4
         for step, metrics in enumerate(history, start=1):
             assert metrics["staleness/max"] <= bound
@@ -61,9 +69,8 @@ def test_trajectories_never_exceed_the_staleness_bound(make_config, digit_tasks)
         assert any(m["staleness/max"] > 0 for m in history) or bound == 0
 
 
-def test_utilisation_metrics_are_logged(make_config, digit_tasks):
-    # A stall threshold far below an update's length: every update is reported as a stall.
-    trainer, _ = _run(make_config, digit_tasks, "util", mode="async", max_staleness=1, stall_after_s=0.005)
+def test_utilisation_metrics_are_logged(one_version_behind):
+    trainer, _ = one_version_behind
     stalls = read_events(trainer.out)
     assert any(
         e["phase"] == "train" and e["doing"].startswith("step ") and "update on 32 sequences" in e["doing"]
@@ -97,7 +104,7 @@ def test_kill_and_resume_keeps_exactly_once_accounting(tmp_path, config_file, di
         algorithm={"max_refills": 1},
         optim={"warmup_steps": 1},
         pipeline={"mode": "async", "max_staleness": 2},
-        run={"steps": 6, "checkpoint_every": 2},
+        run={"steps": 4, "checkpoint_every": 2},
     )
     out = tmp_path / "run"
     veriloop = [sys.executable, "-m", "veriloop.cli._entry", "train", str(path), f"run.out={out}"]
@@ -118,9 +125,9 @@ def test_kill_and_resume_keeps_exactly_once_accounting(tmp_path, config_file, di
     # The draws are the sampler's sequence, none skipped or repeated across the kill.
     expected = [t.id for t in TaskSampler(digit_tasks, 0).next(len(ledger))]
     assert [r["task_id"] for r in ledger] == expected
-    assert [r["step"] for r in read_metrics(out) if "util/trainer_busy_s" in r] == [1, 2, 3, 4, 5, 6]
-    assert sorted({r["step"] for r in ledger}) == [1, 2, 3, 4, 5, 6]
-    for step in range(1, 7):
+    assert [r["step"] for r in read_metrics(out) if "util/trainer_busy_s" in r] == [1, 2, 3, 4]
+    assert sorted({r["step"] for r in ledger}) == [1, 2, 3, 4]
+    for step in range(1, 5):
         trained = [r for r in ledger if r["step"] == step and r["outcome"] == "trained"]
         assert len(trained) <= 3
     assert all(r["outcome"] == "trained" or r["reason"] in ("no_signal", "infra_error") for r in ledger)
