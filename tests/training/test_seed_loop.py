@@ -136,7 +136,8 @@ def test_slide_back_is_measured_against_the_best_earlier_check():
 @pytest.mark.e2e
 def test_a_shrunken_seed_loop_runs_end_to_end(tmp_path, run_cli, shrunken_seed_loop):
     out = tmp_path / "sl"
-    sizes = {"train_size": 40, "heldout_size": 4, "sft_batch_size": 16, "prompts_per_step": 6}
+    sizes = {"train_size": 40, "heldout_size": 4, "sft_steps": 2, "sft_batch_size": 8, "prompts_per_step": 6}
+    sizes["max_tokens"] = 16  # no sampled answer needs to be whole
     summary = shrunken_seed_loop(out, {"code", "math", "tool"}, seesaw_every=1, seesaw_tasks=2, **sizes)
     assert [e["step"] for e in summary["seesaw_log"]] == [0, 1, 2]
     assert set(summary["seesaw_log"][0]["heldout_pass@1"]) == {"code", "math", "tool"}
