@@ -7,7 +7,9 @@ import typer
 
 def verifiers(
     kind: str | None = typer.Argument(None, help="show only this kind"),
-    markdown: bool = typer.Option(False, "--markdown", help="print a Markdown table (the README's reference)"),
+    markdown: bool = typer.Option(
+        False, "--markdown", help="print a Markdown table (as in the documentation's verifier reference)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object per field"),
     plugins: list[str] = typer.Option([], "--plugin", help="module or .py file that registers verifier kinds etc."),
 ) -> int:

@@ -1,6 +1,6 @@
 """The verifier kinds as a reference: every kind's fields with their types, defaults and descriptions.
 
-Generated from the registry (plugins included), so ``veriloop verifiers`` and the README's table
+Generated from the registry (plugins included), so ``veriloop verifiers`` and the documentation's verifier page
 cannot drift from the code.
 """
 
@@ -47,7 +47,7 @@ def verifier_fields() -> list[KindField]:
 
 
 def markdown_table(fields: list[KindField]) -> str:
-    """The reference as a Markdown table (the README's copy)."""
+    """The reference as a Markdown table (the documentation site's verifier page includes it)."""
     rows = ["| kind | field | type | default | description |", "|---|---|---|---|---|"]
     for f in fields:
         cells = [f.kind, f"`{f.field}`", f.type, f"`{f.default}`", f.description]
