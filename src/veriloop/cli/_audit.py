@@ -69,7 +69,7 @@ def audit(
     pass and repeated runs must agree. Hacks people found in review (``veriloop review export``)
     are replayed too: from --regressions files and from TASKS.regressions.jsonl beside the task
     file. Prints a table, writes JSON with --out, and exits 1 when a verifier was fooled, broke,
-    was flaky or rejected a gold answer.
+    was flaky or rejected a gold answer or an honest form of it (the same value written another way).
     """
     import json
     import sys
@@ -102,7 +102,7 @@ def audit(
         )
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     console.print(_table(report))
-    for line in (*report.gold_failures, *report.flaky, *report.weak):
+    for line in (*report.gold_failures, *report.flaky, *report.weak, *report.honest_rejected):
         err.print(line, style="red", markup=False)
     if out is not None:
         with atomic_write(out) as handle:
@@ -117,7 +117,7 @@ def audit(
             ),
             markup=False,
         )
-    verdict = "no verifier was fooled" if report.ok else "verifiers were fooled, broke or were flaky"
+    verdict = "no verifier was fooled" if report.ok else "verifiers were fooled, broke, were flaky or rejected an honest answer"
     err.print(
         f"{report.responses} responses checked: {verdict}", style="green" if report.ok else "bold red", markup=False
     )

@@ -5,7 +5,8 @@ For a sample of tasks of each verifier kind: the gold answer must pass, every ti
 (``_exploits``) must not pass; the gold answer's mutants must not all pass; and no task may
 have a known weakness (``TASK_WEAKNESSES``: tests that check only the prompt's examples). A hostile
 response that makes the grader fail (an infra error) counts against the verifier too: a
-policy would learn to aim for it.
+policy would learn to aim for it. The other way round, every honest form of the gold answer
+(``_honest_forms``: the same value written another way) must pass as the gold does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from veriloop.verifiers.audit import _exploits_math  # noqa: F401  (registers it
 from veriloop.verifiers.audit import _exploits_cad, _exploits_documents  # noqa: F401  (register their adapters)
 from veriloop.verifiers._batch import verify_many
 from veriloop.verifiers.audit._exploits import Exploit, exploits_for, gold_response, weakness_of
+from veriloop.verifiers.audit._honest_forms import HonestForm, honest_forms_for
 from veriloop.verifiers.audit._regressions import REVIEWED_HACK, RegressionCase
 
 
@@ -49,13 +51,17 @@ class AuditReport(Record):
     gold_failures: tuple[str, ...] = ()
     flaky: tuple[str, ...] = ()
     weak: tuple[str, ...] = Field(default=(), description="tasks whose verifier cannot tell a hack from a solution")
+    honest_rejected: tuple[str, ...] = Field(
+        default=(), description="honest forms of a gold answer (the same value written another way) that did not pass"
+    )
     rows: tuple[AuditRow, ...] = ()
     regressions_replayed: int = Field(default=0, description="reviewed hacks replayed (their task is in the set)")
     regressions_skipped: int = Field(default=0, description="reviewed hacks whose task is not in the set")
 
     @property
     def ok(self) -> bool:
-        return not self.gold_failures and not self.flaky and not self.weak and all(row.ok for row in self.rows)
+        clean = not self.gold_failures and not self.flaky and not self.weak and not self.honest_rejected
+        return clean and all(row.ok for row in self.rows)
 
 
 def _sample(tasks: Sequence[Task], per_kind: int) -> list[Task]:
@@ -129,7 +135,7 @@ def audit_tasks(
     """
     sample = _sample(tasks, per_kind)
     pairs: list[tuple[Task, Response]] = []
-    plan: list[tuple[Task, Exploit | None]] = []
+    plan: list[tuple[Task, Exploit | HonestForm | None]] = []
     by_task = {task.id: task for task in tasks}
     for number, case in enumerate(case for case in regressions if case.task_id in by_task):
         task = by_task[case.task_id]
@@ -143,6 +149,9 @@ def audit_tasks(
         for attempt in range(repeats if gold is not None else 0):
             pairs.append((task, Response(id=f"{task.id}#gold/{attempt}", task_id=task.id, response=gold or "")))
             plan.append((task, None))
+        for number, form in enumerate(honest_forms_for(task) if gold is not None else []):
+            pairs.append((task, Response(id=f"{task.id}#honest/{number}", task_id=task.id, response=form.response)))
+            plan.append((task, form))
         take_costly = costly_seen[task.verifier_kind] < costly_per_kind
         costly_seen[task.verifier_kind] += 1
         for number, exploit in enumerate(exploits_for(task, list(tasks))):
@@ -158,9 +167,13 @@ def audit_tasks(
     scores = verify_many(pairs, threads=threads, on_score=on_score)
     gold_scores: dict[str, list[Score]] = defaultdict(list)
     exploit_results = []
+    rejected: list[str] = []
     for (task, exploit), score in zip(plan, scores):
         if exploit is None:
             gold_scores[task.id].append(score)
+        elif isinstance(exploit, HonestForm):
+            if not score.passed:
+                rejected.append(f"{task.id}: honest form rejected ({exploit.name}): {score.status} {score.detail}"[:300])
         else:
             exploit_results.append((task, exploit, score))
     failures, flaky = [], []
@@ -175,6 +188,7 @@ def audit_tasks(
         gold_failures=tuple(failures),
         flaky=tuple(flaky),
         weak=tuple(f"{task.id}: {why}" for task in sample if (why := weakness_of(task))),
+        honest_rejected=tuple(rejected),
         rows=tuple(_rows(exploit_results)),
         regressions_replayed=sum(case.task_id in by_task for case in regressions),
         regressions_skipped=sum(case.task_id not in by_task for case in regressions),
