@@ -25,7 +25,7 @@ from veriloop.sandbox import joined_source
 
 _SANDBOXED = Path(__file__).parent / "sandboxed"
 _SHARED = ("_wire", "_channel")
-_HELPERS = {"_tests_process": ("_expected_raises",), "_audit_hook": ("_candidate_process",)}
+_HELPERS = {"_tests_process": ("_expected_raises", "_test_units"), "_audit_hook": ("_candidate_process",)}
 """Further modules a harness needs, sent after the shared ones."""
 
 

@@ -14,14 +14,16 @@ One process may evaluate several items (one task's tests against one candidate's
 each), each in a fresh namespace: everything here is the task set's own code and plain
 data, so batching saves process starts without mixing any candidate's code.
 
-Sent into the sandbox after ``_wire``, ``_channel`` and ``_expected_raises``; the imports below
-are stripped.
+Sent into the sandbox after ``_wire``, ``_channel``, ``_expected_raises`` and ``_test_units``;
+the imports below are stripped.
 """
 
 import ast
 
 from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._expected_raises import CURRENT, install_expected_raises  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._expected_raises import install_counted_asserts  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._test_units import uncalled_tests  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value, dumps_value  # sandbox: strip
 
 TESTS_FILE = "<tests>"
@@ -320,14 +322,17 @@ class CaseLog:
             failure["got"], failure["expected"] = short_repr(got), short_repr(expected)
         if message is not None:
             try:
-                failure["message"] = str(message())[:300]
+                said = message()
+                said = said.__name__ if isinstance(said, type) else said  # ``raise ValueError``
+                failure["message"] = str(said)[:300]
             except Exception:
                 pass
         return failure
 
 
 class _Instrument(ast.NodeTransformer):
-    """Rewrites ``assert TEST, MSG`` into the try statement below, reporting to ``_vl_case``.
+    """Rewrites ``assert TEST, MSG`` into the try statement below, reporting to ``_vl_case``;
+    ``if TEST: raise ERROR`` likewise, as ``assert not TEST, ERROR``.
 
     try:
         _vl_ok = TEST                     # or, for LEFT == RIGHT with the call on one side:
@@ -349,7 +354,21 @@ class _Instrument(ast.NodeTransformer):
     def visit_Assert(self, node):
         if isinstance(node.test, ast.Constant) and node.test.value:
             return ast.copy_location(ast.Pass(), node)
+        return self._case(node, node.test, node.msg, ast.Eq)
 
+    def visit_If(self, node):
+        """``if TEST: raise ERROR`` (nothing else in it) checks as ``assert not TEST`` does: a
+        case, failed when TEST holds, and the tests carry on."""
+        self.generic_visit(node)
+        body = node.body
+        if node.orelse or len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+            return node
+        return self._case(node, node.test, body[0].exc, ast.NotEq, negated=True)
+
+    def _case(self, node, test, message_node, compared, negated=False):
+        """The try statement reporting ``test`` (its negation when ``negated``) as one case;
+        ``compared``: the comparison whose sides are kept for feedback (``==`` for an assert,
+        ``!=`` for an ``if``)."""
         where = {
             "lineno": node.lineno,
             "col_offset": node.col_offset,
@@ -370,23 +389,25 @@ class _Instrument(ast.NodeTransformer):
         def constant(value):
             return new(ast.Constant, value=value)
 
-        test, side = node.test, None
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        side = None
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], compared):
             left, right = self._calls_candidate(test.left), self._calls_candidate(test.comparators[0])
             side = "left" if left and not right else "right" if right and not left else None
         if side:
-            compare = new(ast.Compare, left=name("_vl_left"), ops=[ast.Eq()], comparators=[name("_vl_right")])
+            compare = new(ast.Compare, left=name("_vl_left"), ops=[compared()], comparators=[name("_vl_right")])
             body = [
                 new(ast.Assign, targets=[name("_vl_left", True)], value=test.left),
                 new(ast.Assign, targets=[name("_vl_right", True)], value=test.comparators[0]),
-                new(ast.Assign, targets=[name("_vl_ok", True)], value=compare),
             ]
-            extra = [name("_vl_left"), name("_vl_right"), constant(side)]
+            test, extra = compare, [name("_vl_left"), name("_vl_right"), constant(side)]
         else:
-            body, extra = [new(ast.Assign, targets=[name("_vl_ok", True)], value=test)], []
+            body, extra = [], []
+        if negated:
+            test = new(ast.UnaryOp, op=ast.Not(), operand=test)
+        body.append(new(ast.Assign, targets=[name("_vl_ok", True)], value=test))
         line, source = constant(node.lineno), constant("\n".join(self.lines[node.lineno - 1 : node.end_lineno]).strip())
         no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
-        message = new(ast.Lambda, args=no_args, body=node.msg) if node.msg else constant(None)
+        message = new(ast.Lambda, args=no_args, body=message_node) if message_node else constant(None)
         failed = report(line, source, constant(False), name("_vl_error"))
         handler = new(ast.ExceptHandler, type=name("Exception"), name="_vl_error", body=[failed])
         finished = report(line, source, name("_vl_ok"), constant(None), message, *extra)
@@ -420,18 +441,20 @@ class _Instrument(ast.NodeTransformer):
 
 
 def instrument(source, entry_point):
-    """``(code object, defines_check)`` for test source, with asserts rewritten."""
+    """``(code object, defines_check, names read)`` for test source, with asserts rewritten;
+    the names the code reads tell which of its test functions it calls itself (``_test_units``)."""
     tree = ast.parse(source, TESTS_FILE)
     names = {entry_point}
     check = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)
     if check is not None and check.args.args:
         names.add(check.args.args[0].arg)
+    read = tuple(sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}))
     tree = _Instrument(source, names).visit(tree)
-    return compile(tree, TESTS_FILE, "exec"), check is not None
+    return compile(tree, TESTS_FILE, "exec"), check is not None, read
 
 
 def load_tests(prompt_code, tests, entry_point):
-    """``(prompt code object, tests code object, defines_check)``; raises on bad code."""
+    """``(prompt code object, tests code object, defines_check, names read)``; raises on bad code."""
     return (compile(prompt_code, PROMPT_FILE, "exec"), *instrument(tests, entry_point))
 
 
@@ -453,7 +476,7 @@ def _evaluate(item, job, loaded):
 
     namespace = {"__name__": "__tests__"}
     try:
-        prompt, code, defines_check = _load(item, job, loaded)
+        prompt, code, defines_check, read = _load(item, job, loaded)
         exec(prompt, namespace)
     except BaseException as exc:
         return {"load_error": describe_error(exc, PROMPT_FILE)}
@@ -464,28 +487,21 @@ def _evaluate(item, job, loaded):
     CURRENT["case"] = cases
     if "raises" in item["tests"] or "Raises" in item["tests"]:  # importing unittest costs a run ~10 ms
         install_expected_raises()
+    if "unittest" in item["tests"] or "TestCase" in item["tests"]:
+        install_counted_asserts()
     random.seed(item["seed"])
-    aborted = None
     if defines_check:
         try:
             exec(code, namespace)
         except BaseException as exc:
             return {"load_error": describe_error(exc, TESTS_FILE)}
+        units = [("check(candidate)", lambda: namespace["check"](proxy))]
+    else:
+        units = [("the tests", lambda: exec(code, namespace))]
     try:
-        if defines_check:
-            namespace["check"](proxy)
-        else:
-            exec(code, namespace)
+        aborted = _run_units(units, lambda: uncalled_tests(namespace, read), cases, proxy)
     except _Unsupported as exc:
         return {"unsupported": str(exc)}
-    except _RoundFull:
-        pass
-    except BaseException as exc:
-        aborted = {
-            "error": describe_error(exc, TESTS_FILE),
-            "candidate_error": _from_candidate(exc),
-            "calls": proxy.recent[-3:],
-        }
     return {
         "passed": cases.passed,
         "failed": cases.failed,
@@ -495,6 +511,52 @@ def _evaluate(item, job, loaded):
         "aborted": aborted,
         "new_calls": list(proxy.new_calls),
     }
+
+
+def _run_units(units, more_units, cases, proxy):
+    """Run each test unit (``units``, then those ``more_units()`` finds once they ran); the
+    first unit to stop the tests after counting cases of its own, as ``aborted`` (None if none).
+
+    A unit that calls the function but counts no case of its own (it checks by raising, at
+    its end or in a branch) is one case: passed when it returns, failed when it raises.
+    """
+    aborted, found = None, False
+    while units:
+        name, run = units.pop(0)
+        counted, calls = cases.passed + cases.failed, proxy.count
+        try:
+            run()
+            error = None
+        except _RoundFull:
+            return aborted
+        except _Unsupported:
+            raise
+        except BaseException as exc:
+            error = exc
+        own_case = cases.passed + cases.failed == counted and proxy.count > calls
+        if own_case:
+            cases(_error_line(error), name, error is None, error)
+        elif error is not None and aborted is None:
+            aborted = {
+                "error": describe_error(error, TESTS_FILE),
+                "candidate_error": _from_candidate(error),
+                "calls": proxy.recent[-3:],
+            }
+        elif error is not None:
+            cases(_error_line(error), name, False, error)
+        if not units and not found:
+            units, found = more_units(), True
+    return aborted
+
+
+def _error_line(error):
+    """The last line of the tests that ``error`` passed through (0 when none)."""
+    line, tb = 0, getattr(error, "__traceback__", None)
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == TESTS_FILE:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 def run_tests(job):
