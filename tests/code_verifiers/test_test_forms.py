@@ -115,7 +115,9 @@ def scores(task: Task, *responses: str) -> list:
 @pytest.mark.parametrize("form", sorted(RAISES_ON_A_WRONG_RESULT))
 def test_tests_without_asserts_count_each_check_as_a_case(code, form):
     task = code.add_task(RAISES_ON_A_WRONG_RESULT[form], task_id=f"form-{form}")
-    right, half, wrong = scores(task, code.GOLD_ADD, code.fenced(WRONG_ADD), code.fenced("def add(a, b):\n    return 0"))
+    right, half, wrong = scores(
+        task, code.GOLD_ADD, code.fenced(WRONG_ADD), code.fenced("def add(a, b):\n    return 0")
+    )
     assert right.status == "scored" and right.passed and right.reward == 1.0, right.detail
     assert half.status == "scored" and not half.passed and half.reward == 0.5, half.detail
     assert wrong.status == "scored" and not wrong.passed and wrong.reward == 0.0, wrong.detail
@@ -142,3 +144,90 @@ def test_an_answer_raising_inside_a_raising_test_fails_its_case_only(code):
     program = "def add(a, b):\n    if a == 5:\n        raise AssertionError('add(5, 1) is wrong')\n    return a + b"
     [result] = scores(task, code.fenced(program))
     assert result.status == "scored" and result.reward == 0.75, result.detail
+
+
+APPLY_PROMPT = (
+    "def apply_all(function, items, key=None):\n    '''function(item) for each item, sorted by key when given.'''\n"
+)
+APPLY_TESTS = """
+import math
+
+def square(x):
+    return x * x
+
+def check(candidate):
+    assert candidate(lambda x: x * 2, [1, 2]) == [2, 4]
+    assert candidate(str.upper, ["a", "b"]) == ["A", "B"]
+    assert candidate(len, ["ab", ""]) == [2, 0]
+    assert candidate(square, [3, -2]) == [9, 4]
+    factor = 3
+    assert candidate(lambda x: x * factor, [2]) == [6]
+    assert candidate(lambda x: math.sqrt(x), [4.0]) == [2.0]
+    assert candidate(abs, [-3, 1, -2], key=lambda x: -x) == [3, 2, 1]
+    assert candidate(str, [2, 10], key=str) == ["10", "2"]
+"""
+APPLY_GOLD = (
+    "def apply_all(function, items, key=None):\n    done = [function(x) for x in items]\n"
+    "    return sorted(done, key=key) if key else done"
+)
+
+
+def apply_task(tests: str = APPLY_TESTS, task_id: str = "apply") -> Task:
+    spec = {"kind": "python_tests", "entry_point": "apply_all", "tests": tests, "prompt_code": APPLY_PROMPT}
+    return Task(id=task_id, domain="code", prompt=APPLY_PROMPT, verifier=spec, gold=APPLY_GOLD)
+
+
+def test_functions_the_tests_pass_are_run_in_the_candidates_process(code):
+    task = apply_task()
+    unsorted = "def apply_all(function, items, key=None):\n    return [function(x) for x in items]"
+    right, ignores_key, ignores_function = scores(
+        task,
+        code.fenced(APPLY_GOLD),
+        code.fenced(unsorted),
+        code.fenced("def apply_all(f, items, key=None):\n    return items"),
+    )
+    assert right.status == "scored" and right.passed and right.reward == 1.0, right.detail
+    assert ignores_key.status == "scored" and ignores_key.reward == 6 / 8, ignores_key.detail
+    assert ignores_function.status == "scored" and ignores_function.reward == 0.0, ignores_function.detail
+
+
+def test_a_function_the_tests_pass_carries_no_expected_output(code):
+    spy = (
+        "import marshal, base64\n"
+        "def apply_all(function, items, key=None):\n"
+        "    code = getattr(function, '__code__', None)\n"
+        "    seen = repr(code.co_consts) + repr(function.__globals__) if code else ''\n"
+        "    return [seen for _ in items]\n"
+    )
+    [result] = scores(apply_task(), code.fenced(spy))
+    assert result.status == "scored" and result.reward == 0.0, result.detail
+    assert "'check'" not in result.feedback and "[2, 4]" not in result.feedback.split("expected")[0], result.feedback
+
+
+CANNOT_BE_SHIPPED = {
+    "functools.partial": (
+        "import functools\n\ndef check(candidate):\n    assert candidate(functools.partial(pow, 2), [3]) == [8]\n",
+        4,
+    ),
+    "a lambda calling the function under test": (
+        "def check(candidate):\n    assert candidate(len, ['a']) == [1]\n    assert candidate(lambda x: candidate(len, x), [['a']]) == [[1]]\n",
+        3,
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(CANNOT_BE_SHIPPED))
+def test_tasks_validate_refuses_a_callable_that_cannot_be_shipped_naming_its_line(form):
+    from veriloop.tasks import check_task
+
+    tests, line = CANNOT_BE_SHIPPED[form]
+    problem = check_task(apply_task(tests, task_id=f"ship-{form}"))
+    assert problem is not None and f"tests line {line} pass an argument to the function" in problem, problem
+    assert check_task(apply_task()) is None
+
+
+@pytest.mark.parametrize("form", sorted(RAISES_ON_A_WRONG_RESULT))
+def test_tasks_validate_accepts_tests_without_asserts(code, form):
+    from veriloop.tasks import check_task
+
+    assert check_task(code.add_task(RAISES_ON_A_WRONG_RESULT[form], task_id=f"valid-{form}")) is None

@@ -64,7 +64,7 @@ from veriloop.verifiers.code._extract import candidate_program
 from veriloop.verifiers.code._literal_tests import LiteralCase, literal_suite, literal_tally
 from veriloop.verifiers._memo import Memo
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_task_check, register_verifier
-from veriloop.verifiers.code._tests_host import TestPlan, Visible, evaluate_tests, plans_for
+from veriloop.verifiers.code._tests_host import TestPlan, UnsupportedTests, Visible, evaluate_tests, plans_for
 from veriloop.verifiers.code.sandboxed._wire import call_key
 
 MAX_ROUNDS = 32
@@ -203,7 +203,9 @@ def foreign_imports(code: str) -> list[tuple[str, int]]:
 @register_task_check("python_tests")
 def python_tests_task_problem(config: PythonTestsConfig, task: Task) -> str | None:
     """Tests on a task without an environment may import the standard library only (the
-    sandbox's interpreter has nothing else); dynamic tests need a gold solution."""
+    sandbox's interpreter has nothing else); dynamic tests need a gold solution; what the tests
+    pass to the function must be able to reach the candidate's process (learned by planning
+    the tests in the sandbox, as scoring would)."""
     if task.environment is None:
         for where, code in (("tests", config.tests), ("prompt_code", config.prompt_code)):
             for module, line in foreign_imports(code):
@@ -213,7 +215,9 @@ def python_tests_task_problem(config: PythonTestsConfig, task: Task) -> str | No
                 )
     if config.suite != "fixed" and not isinstance(task.gold, str):
         return f"suite {config.suite!r} needs the task's gold solution (a string of code)"
-    return None
+    check = _Check(config, task, "")
+    _plan([check])
+    return str(check.outcome) if isinstance(check.outcome, UnsupportedTests) else None
 
 
 DynamicSuite = tuple[tuple[str, Outcome], ...]

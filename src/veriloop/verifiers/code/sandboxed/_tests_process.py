@@ -14,7 +14,8 @@ One process may evaluate several items (one task's tests against one candidate's
 each), each in a fresh namespace: everything here is the task set's own code and plain
 data, so batching saves process starts without mixing any candidate's code.
 
-Sent into the sandbox after ``_wire``, ``_channel``, ``_expected_raises`` and ``_test_units``;
+Sent into the sandbox after ``_wire``, ``_channel``, ``_shipped_callables``, ``_expected_raises``
+and ``_test_units``;
 the imports below are stripped.
 """
 
@@ -23,6 +24,7 @@ import ast
 from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._expected_raises import CURRENT, install_expected_raises  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._expected_raises import install_counted_asserts  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._shipped_callables import shipped_form  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._test_units import uncalled_tests  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value, dumps_value  # sandbox: strip
 
@@ -131,11 +133,11 @@ class CandidateProxy:
     def __call__(self, *args, **kwargs):
         self.count += 1
         try:
-            key = call_key(args, kwargs)
+            key = call_key(args, kwargs, shipped_form)
         except (NotPlainData, RecursionError) as exc:
             if _holds_pending((args, kwargs)):
                 return self._pending()
-            raise _Unsupported(f"the tests pass a non-plain argument to the function ({exc})") from None
+            raise _Unsupported(_cannot_pass("an argument to the function", exc)) from None
         return self.answer(key, args, kwargs)
 
     def answer(self, key, args=(), kwargs=None, root=None, index=-1):
@@ -202,11 +204,11 @@ class ReturnedObject:
             return PENDING
         operation = [self._vl_index, kind, payload]
         try:
-            key = dumps_value(["$ops", uses.base, [*uses.operations, operation]])
+            key = dumps_value(["$ops", uses.base, [*uses.operations, operation]], shipped_form)
         except (NotPlainData, RecursionError) as exc:
             if _holds_pending(payload):
                 return proxy._pending()
-            raise _Unsupported(f"the tests pass a non-plain value to a returned object ({exc})") from None
+            raise _Unsupported(_cannot_pass("a value to an object the function returned", exc)) from None
         uses.operations.append(operation)
         proxy.count += 1
         return proxy.answer(key, root=uses, index=len(uses.operations) - 1)
@@ -251,6 +253,21 @@ class ReturnedObject:
         return NotImplemented
 
     __hash__ = object.__hash__
+
+
+def _cannot_pass(what, problem):
+    """Why the tests cannot be graded, and the line of the tests that passed ``what``."""
+    import sys
+
+    frame, line = sys._getframe(1), None
+    while frame is not None and line is None:
+        line = frame.f_lineno if frame.f_code.co_filename == TESTS_FILE else None
+        frame = frame.f_back
+    where = f"tests line {line}" if line else "the tests"
+    return (
+        f"{where} pass {what} that cannot reach the candidate's process ({problem}); pass plain data "
+        "(numbers, strings, lists, dicts, ...) or functions the tests define or import by name"
+    )
 
 
 def _apply_mutations(args, kwargs, mutated):
