@@ -1,9 +1,10 @@
 """Runs inside the test process: the task's own tests, against recorded candidate results
 (the host's side is ``code/_tests_host.py``).
 
-The test code (HumanEval's ``check(candidate)`` or plain top-level asserts) runs unchanged
-except that every ``assert`` is rewritten to record its outcome and carry on, so partial
-credit can be counted. The function under test is a proxy: a call looks up the candidate's
+The test code (HumanEval's ``check(candidate)``, plain top-level asserts, test functions and
+``TestCase`` classes left for a runner: ``_test_units``) runs unchanged except that every
+``assert`` and every ``if TEST: raise ERROR`` is rewritten to record its outcome and carry on,
+so partial credit can be counted; a test unit holding no such check is one case (``_run_units``). The function under test is a proxy: a call looks up the candidate's
 result for those arguments (plain data, decoded afresh each time) or raises the candidate's
 error, after changing the arguments in place as the candidate's call changed them. A call
 whose result is not known yet returns a placeholder and is reported back; the host runs the
