@@ -77,6 +77,22 @@ class TestAdd(unittest.TestCase):
 if __name__ == "__main__":
     unittest.main()
 """,
+    "a script calling check itself and exiting": """
+import sys
+
+def check(candidate):
+    if candidate(3, 3) != 6:
+        raise AssertionError("3 + 3")
+    if candidate(2, 3) != 5:
+        raise AssertionError("2 + 3")
+    if candidate(5, 1) != 6:
+        raise AssertionError("5 + 1")
+    if candidate(7, 2) != 9:
+        raise AssertionError("7 + 2")
+
+check(add)
+sys.exit(0)
+""",
     "pytest-style test functions": """
 def test_small():
     assert add(3, 3) == 6
@@ -95,6 +111,15 @@ def check(candidate):
     if results == [6, 5, 6]:
         return
     raise AssertionError("wrong sums: " + repr(results))
+""",
+    "a script that exits 1 on a failure": """
+import sys
+
+total = add(5, 1)
+if total == 6:
+    print("ok")
+else:
+    sys.exit(1)
 """,
     "an else branch that raises": """
 def check(candidate):

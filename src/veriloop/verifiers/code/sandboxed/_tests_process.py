@@ -508,13 +508,13 @@ def _evaluate(item, job, loaded):
     if "unittest" in item["tests"] or "TestCase" in item["tests"]:
         install_counted_asserts()
     random.seed(item["seed"])
-    if defines_check:
+    if defines_check and "check" not in read:
         try:
             exec(code, namespace)
         except BaseException as exc:
             return {"load_error": describe_error(exc, TESTS_FILE)}
         units = [("check(candidate)", lambda: namespace["check"](proxy))]
-    else:
+    else:  # top-level tests, or a check() the tests call themselves (``check(add)`` at the end)
         units = [("the tests", lambda: exec(code, namespace))]
     try:
         aborted = _run_units(units, lambda: uncalled_tests(namespace, read), cases, proxy)
@@ -536,7 +536,9 @@ def _run_units(units, more_units, cases, proxy):
     first unit to stop the tests after counting cases of its own, as ``aborted`` (None if none).
 
     A unit that calls the function but counts no case of its own (it checks by raising, at
-    its end or in a branch) is one case: passed when it returns, failed when it raises.
+    its end or in a branch) is one case: passed when it returns, failed when it raises. A
+    unit ending with ``sys.exit(0)`` (or ``exit()``) returned: a clean exit is how a script
+    says its tests passed; the candidate's own SystemExit never reaches the tests.
     """
     aborted, found = None, False
     while units:
@@ -549,6 +551,8 @@ def _run_units(units, more_units, cases, proxy):
             return aborted
         except _Unsupported:
             raise
+        except SystemExit as exc:
+            error = None if exc.code in (0, None) else exc
         except BaseException as exc:
             error = exc
         own_case = cases.passed + cases.failed == counted and proxy.count > calls
