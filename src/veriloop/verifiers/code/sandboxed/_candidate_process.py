@@ -170,7 +170,6 @@ def run_candidate(job):
     for index, key in enumerate(calls):
         outcome = _call(function, key)
         if index in repeat:
-            again = _call(function, key)
-            outcome["repeat_differs"] = again != outcome
+            outcome["again"] = _call(function, key)  # compared on the host, where nothing of this process runs
         outcome["i"] = index
         emit(outcome)
