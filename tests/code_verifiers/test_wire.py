@@ -75,3 +75,13 @@ def test_a_function_crosses_only_as_the_tests_argument_and_runs_only_where_rebui
     assert function(2.5) == 6 and length is len and upper is str.upper
     with pytest.raises(NotPlainData):
         dumps_value(namespace["f"])  # a candidate's result is never encoded with functions
+
+
+def test_a_shipped_function_carries_only_the_globals_it_reads():
+    from veriloop.verifiers.code.sandboxed._shipped_callables import shipped_form
+
+    namespace: dict = {}
+    source = "expected = [2, 4]\nscale = 2\ndef f(x):\n    return x.expected * scale\n"
+    exec(compile(source, "<tests>", "exec"), namespace)
+    text = dumps_value(namespace["f"], shipped_form)
+    assert '"scale"' in text and '"expected"' not in text and "[2,4]" not in text

@@ -64,7 +64,11 @@ def _by_name(value):
 
 
 def _read_names(code):
-    names = set(code.co_names)
+    """The global names ``code`` (and the functions nested in it) reads: an attribute name
+    (``x.expected``) is not one, so a global of that name stays behind."""
+    import dis
+
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
     for constant in code.co_consts:
         if type(constant) is type(code):
             names |= _read_names(constant)
