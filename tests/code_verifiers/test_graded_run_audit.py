@@ -81,12 +81,12 @@ REBINDS_THE_RULES = (
 )
 REBINDS_THE_BUILTINS = (
     "import builtins\nbuiltins.any = lambda items: False\nbuiltins.bool = lambda value=False: False\n"
-    "def add(a, b):\n    open('/etc/hostname').close()\n    return a + b"
+    "def add(a, b):\n    try:\n        open('/etc/hostname').close()\n    except OSError:\n        pass\n    return a + b"
 )
 REBINDS_THE_PATH_RULE = (
     "import sys\nrules = sys.modules['__main__']\nrules._absolute = lambda path, directory: directory\n"
     "rules.CANDIDATE_FILE = '<elsewhere>'\n"
-    "def add(a, b):\n    open('/etc/hostname').close()\n    sys._getframe(0)\n    return a + b"
+    "def add(a, b):\n    try:\n        open('/etc/hostname').close()\n    except OSError:\n        pass\n    sys._getframe(0)\n    return a + b"
 )
 
 
