@@ -54,7 +54,9 @@ _ALWAYS = frozenset(
         "gc.get_referents",
     }
 )
-# Reported only while the candidate's code is on the stack (the harness reads tracebacks too).
+# Reported only while the candidate's code is on the stack (the harness reads tracebacks too), or
+# in any thread but the harness's own: a thread the candidate started may run code compiled under
+# another file name, whose stack holds no frame of the candidate's.
 _WHILE_CANDIDATE = frozenset({"sys._getframe", "object.__getattr__", "compile", "code.__new__"})
 _PREFIXES = ("ctypes.", "socket.")
 # Of the attribute reads CPython audits, those that hand out a frame (from which f_back and
@@ -193,6 +195,7 @@ def install_audit_hook(nonce):
     workspace = _audit_os.path.realpath(_audit_os.getcwd()) + "/"
     readable = _reader_roots()
     prefix, busy = nonce.encode(), set()  # busy: threads inside the hook now
+    harness_thread = thread()
 
     def candidate_on_stack(frame):
         while frame is not None:
@@ -268,7 +271,7 @@ def install_audit_hook(nonce):
                 return False  # compiling is fine; only code passing itself off as the standard library is not
             filename = caller.f_code.co_filename
             bookkeeping = event == "sys._getframe" and installed(filename) and filename.endswith(bookkeeping_files)
-            return not bookkeeping and candidate_on_stack(caller)
+            return not bookkeeping and (thread() != harness_thread or candidate_on_stack(caller))
         return False
 
     def hook(event, args):
