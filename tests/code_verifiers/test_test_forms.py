@@ -49,6 +49,18 @@ def check(candidate):
     expect(candidate(5, 1) == 6, "large")
     expect(candidate(7, 2) == 9, "large")
 """,
+    "a helper that raises at its end": """
+def expect_equal(got, expected):
+    if got == expected:
+        return
+    raise AssertionError(f"{got!r} != {expected!r}")
+
+def check(candidate):
+    expect_equal(candidate(3, 3), 6)
+    expect_equal(candidate(2, 3), 5)
+    expect_equal(candidate(5, 1), 6)
+    expect_equal(candidate(7, 2), 9)
+""",
     "unittest assert methods in check": """
 import unittest
 

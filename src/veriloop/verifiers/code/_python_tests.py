@@ -29,7 +29,9 @@ Partial credit is the fraction of test cases passed. A case is each check reache
 call to the function: an ``assert``; an ``if TEST: raise ERROR`` (any exception: a case that
 fails when TEST holds, as ``assert not TEST`` would); a call of a ``unittest`` assert method
 (``assertEqual``, ``assertTrue``, ...); an expected exception (``pytest.raises``,
-``assertRaises``, ``try``/``except``). A failed check fails its case and the tests carry on.
+``assertRaises``, ``try``/``except``); a statement calling a function of the tests on the
+function's results (``expect_equal(candidate(2), 4)``) that counts no case itself, failed
+when it raises. A failed check fails its case and the tests carry on.
 A test unit (``check(candidate)``, the top-level code, each ``test...`` function or
 ``TestCase`` method the tests define and never call, run as a runner would) that calls the
 function but holds no such check (it raises at its end, or in an ``else``) is one case:

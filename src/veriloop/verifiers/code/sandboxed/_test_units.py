@@ -1,4 +1,9 @@
-"""Runs inside the test process: the test functions a task's tests define but never call.
+"""Runs inside the test process: the units a task's tests are run in, and the test functions
+they define but never call.
+
+A unit is ``check(candidate)``, the tests' top-level code, or one of the tests left for a
+runner (below). ``run_units`` runs them in order and counts a unit as one case when it calls
+the function but counts no case of its own.
 
 Tests written for a runner (pytest's ``def test_...():``, unittest's ``TestCase`` classes)
 define their tests and leave calling them to the runner. After the tests' own code has run,
@@ -73,3 +78,50 @@ def uncalled_tests(namespace, named):
             unit = _method_unit(klass, method, number == 0, number == len(methods) - 1)
             units.append((f"{klass.__name__}.{method}", unit))
     return units
+
+
+def run_units(units, more_units, cases, proxy, round_full, unsupported):
+    """Run each test unit (``units``, then those ``more_units()`` finds once they ran); the
+    first unit to stop the tests after counting cases of its own, as ``(error, recent call
+    keys)`` (None if none). ``round_full`` ends the run quietly (a round's inputs are found);
+    ``unsupported`` is raised on (the tests cannot be graded).
+
+    A unit that calls the function but counts no case of its own (it checks by raising, at
+    its end or in a branch) is one case: passed when it returns, failed when it raises. A
+    unit ending with ``sys.exit(0)`` (or ``exit()``) returned: a clean exit is how a script
+    says its tests passed; the candidate's own SystemExit never reaches the tests.
+    """
+    stopped, found = None, False
+    while units:
+        name, run = units.pop(0)
+        counted, calls = cases.passed + cases.failed, proxy.count
+        try:
+            run()
+            error = None
+        except round_full:
+            return stopped
+        except unsupported:
+            raise
+        except SystemExit as exc:
+            error = None if exc.code in (0, None) else exc
+        except BaseException as exc:
+            error = exc
+        if cases.passed + cases.failed == counted and proxy.count > calls:
+            cases(_error_line(error), name, error is None, error)
+        elif error is not None and stopped is None:
+            stopped = (error, proxy.recent[-3:])
+        elif error is not None:
+            cases(_error_line(error), name, False, error)
+        if not units and not found:
+            units, found = more_units(), True
+    return stopped
+
+
+def _error_line(error):
+    """The last line of the tests that ``error`` passed through (0 when none)."""
+    line, tb = 0, getattr(error, "__traceback__", None)
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == TESTS_CODE_FILE:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

@@ -4,7 +4,8 @@
 The test code (HumanEval's ``check(candidate)``, plain top-level asserts, test functions and
 ``TestCase`` classes left for a runner: ``_test_units``) runs unchanged except that every
 ``assert`` and every ``if TEST: raise ERROR`` is rewritten to record its outcome and carry on,
-so partial credit can be counted; a test unit holding no such check is one case (``_run_units``). The function under test is a proxy: a call looks up the candidate's
+so partial credit can be counted; a test unit holding no such check is one case
+(``_test_units.run_units``). The function under test is a proxy: a call looks up the candidate's
 result for those arguments (plain data, decoded afresh each time) or raises the candidate's
 error, after changing the arguments in place as the candidate's call changed them. A call
 whose result is not known yet returns a placeholder and is reported back; the host runs the
@@ -26,7 +27,7 @@ from veriloop.verifiers.code.sandboxed._channel import describe_error, open_chan
 from veriloop.verifiers.code.sandboxed._expected_raises import CURRENT, install_expected_raises  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._expected_raises import install_counted_asserts  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._shipped_callables import shipped_form  # sandbox: strip
-from veriloop.verifiers.code.sandboxed._test_units import uncalled_tests  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._test_units import run_units, uncalled_tests  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value, dumps_value  # sandbox: strip
 
 TESTS_FILE = "<tests>"
@@ -303,6 +304,21 @@ class CaseLog:
         self.failures = []
         self._keys = []
 
+    def statement(self, line, source, run):
+        """Run one statement calling a helper of the tests on the function's results
+        (``expect_equal(candidate(2), 4)``): when the helper counts no case itself, the
+        statement is one, failed when it raises an Exception and passed otherwise."""
+        counted, calls = self.passed + self.failed, self.proxy.count
+        try:
+            run()
+        except Exception as error:
+            if self.passed + self.failed != counted:
+                raise
+            self(line, source, False, error)
+            return
+        if self.passed + self.failed == counted and self.proxy.count > calls:
+            self(line, source, True, None)
+
     def __call__(self, line, source, ok, error, message=None, left=None, right=None, side=None):
         if self.proxy.count == 0:
             return
@@ -360,9 +376,29 @@ class _Instrument(ast.NodeTransformer):
         _vl_case(LINE, SOURCE, _vl_ok, None, lambda: MSG[, _vl_left, _vl_right, SIDE])
     """
 
-    def __init__(self, source, names):
+    def __init__(self, source, names, helpers=frozenset()):
         self.lines = source.splitlines()
         self.names = names
+        self.helpers = helpers
+
+    def visit_Expr(self, node):
+        """``HELPER(... candidate(...) ...)``, a function of the tests called on the function's
+        results as a statement, reports through ``_vl_case.statement`` (``CaseLog.statement``)."""
+        call = node.value
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id in self.helpers
+            and self._calls_candidate(call)
+            and not any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(call))
+        ):
+            return node
+        no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+        source = "\n".join(self.lines[node.lineno - 1 : node.end_lineno]).strip()
+        report = ast.Attribute(value=ast.Name(id="_vl_case", ctx=ast.Load()), attr="statement", ctx=ast.Load())
+        arguments = [ast.Constant(value=node.lineno), ast.Constant(value=source), ast.Lambda(args=no_args, body=call)]
+        statement = ast.Expr(value=ast.Call(func=report, args=arguments, keywords=[]))
+        return ast.fix_missing_locations(ast.copy_location(statement, node))
 
     def _calls_candidate(self, node):
         return any(
@@ -467,7 +503,8 @@ def instrument(source, entry_point):
     if check is not None and check.args.args:
         names.add(check.args.args[0].arg)
     read = tuple(sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}))
-    tree = _Instrument(source, names).visit(tree)
+    helpers = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name != "check"}
+    tree = _Instrument(source, names, helpers - names).visit(tree)
     return compile(tree, TESTS_FILE, "exec"), check is not None, read
 
 
@@ -517,9 +554,17 @@ def _evaluate(item, job, loaded):
     else:  # top-level tests, or a check() the tests call themselves (``check(add)`` at the end)
         units = [("the tests", lambda: exec(code, namespace))]
     try:
-        aborted = _run_units(units, lambda: uncalled_tests(namespace, read), cases, proxy)
+        stopped = run_units(units, lambda: uncalled_tests(namespace, read), cases, proxy, _RoundFull, _Unsupported)
     except _Unsupported as exc:
         return {"unsupported": str(exc)}
+    aborted = None
+    if stopped is not None:
+        error, calls = stopped
+        aborted = {
+            "error": describe_error(error, TESTS_FILE),
+            "candidate_error": _from_candidate(error),
+            "calls": calls,
+        }
     return {
         "passed": cases.passed,
         "failed": cases.failed,
@@ -529,56 +574,6 @@ def _evaluate(item, job, loaded):
         "aborted": aborted,
         "new_calls": list(proxy.new_calls),
     }
-
-
-def _run_units(units, more_units, cases, proxy):
-    """Run each test unit (``units``, then those ``more_units()`` finds once they ran); the
-    first unit to stop the tests after counting cases of its own, as ``aborted`` (None if none).
-
-    A unit that calls the function but counts no case of its own (it checks by raising, at
-    its end or in a branch) is one case: passed when it returns, failed when it raises. A
-    unit ending with ``sys.exit(0)`` (or ``exit()``) returned: a clean exit is how a script
-    says its tests passed; the candidate's own SystemExit never reaches the tests.
-    """
-    aborted, found = None, False
-    while units:
-        name, run = units.pop(0)
-        counted, calls = cases.passed + cases.failed, proxy.count
-        try:
-            run()
-            error = None
-        except _RoundFull:
-            return aborted
-        except _Unsupported:
-            raise
-        except SystemExit as exc:
-            error = None if exc.code in (0, None) else exc
-        except BaseException as exc:
-            error = exc
-        own_case = cases.passed + cases.failed == counted and proxy.count > calls
-        if own_case:
-            cases(_error_line(error), name, error is None, error)
-        elif error is not None and aborted is None:
-            aborted = {
-                "error": describe_error(error, TESTS_FILE),
-                "candidate_error": _from_candidate(error),
-                "calls": proxy.recent[-3:],
-            }
-        elif error is not None:
-            cases(_error_line(error), name, False, error)
-        if not units and not found:
-            units, found = more_units(), True
-    return aborted
-
-
-def _error_line(error):
-    """The last line of the tests that ``error`` passed through (0 when none)."""
-    line, tb = 0, getattr(error, "__traceback__", None)
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == TESTS_FILE:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
 
 
 def run_tests(job):
