@@ -170,6 +170,17 @@ def test_a_test_that_only_raises_at_its_end_is_one_case(code, form):
     assert "1/1 test cases passed" in right.detail and "0/1" in wrong.detail, (right.detail, wrong.detail)
 
 
+def test_a_helper_that_only_records_results_earns_no_case(code):
+    tests = (
+        "results = []\n\ndef record(value):\n    results.append(value)\n\n"
+        "def check(candidate):\n    record(candidate(5, 1))\n    record(candidate(7, 2))\n"
+        "    assert results == [6, 9]\n"
+    )
+    right, wrong = scores(code.add_task(tests, task_id="records"), code.GOLD_ADD, code.fenced(WRONG_ADD))
+    assert right.passed and right.reward == 1.0 and "1/1 test cases" in right.detail, right.detail
+    assert wrong.status == "scored" and wrong.reward == 0.0, wrong.detail
+
+
 def test_a_failed_check_says_what_the_test_raised(code):
     task = code.add_task(RAISES_ON_A_WRONG_RESULT["ValueError"], task_id="form-feedback")
     [half] = scores(task, code.fenced(WRONG_ADD))
