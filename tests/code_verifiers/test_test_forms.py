@@ -279,3 +279,10 @@ def test_tasks_validate_accepts_tests_without_asserts(code, form):
     from veriloop.tasks import check_task
 
     assert check_task(code.add_task(RAISES_ON_A_WRONG_RESULT[form], task_id=f"valid-{form}")) is None
+
+
+def test_rebuilding_the_tests_functions_is_not_unsafe_behaviour_of_the_answer(code):
+    task = apply_task(task_id="apply-audited")
+    task = task.model_copy(update={"verifier": {**task.verifier, "unsafe_behaviour_penalty": 1.0}})
+    [result] = scores(task, code.fenced(APPLY_GOLD))
+    assert result.passed and result.reward == 1.0, result.detail
