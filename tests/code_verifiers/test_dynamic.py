@@ -51,6 +51,36 @@ def test_a_candidate_that_answers_differently_when_asked_twice_fails_the_propert
     assert not result.passed and "gave different results when called twice" in result.feedback
 
 
+# Right the first time, wrong when asked again; and the harness's comparison of the two
+# outcomes, in the candidate's own process, fooled by an outcome that equals anything.
+HIDES_THAT_IT_ANSWERS_TWICE = """
+import sys
+asked = {}
+
+def add(a, b):
+    asked[a, b] = asked.get((a, b), 0) + 1
+    return a + b if asked[a, b] == 1 else -1
+
+class _Same(dict):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+_harness = sys.modules["__main__"]
+_call = _harness._call
+_harness._call = lambda function, key: _Same(_call(function, key))
+"""
+
+
+def test_the_repeated_call_is_compared_on_the_host_not_in_the_candidates_process(code):
+    task = code.add_task(VISIBLE_ONLY, suite="dynamic", dynamic_cases=6)
+    result = code.score(task, code.fenced(HIDES_THAT_IT_ANSWERS_TWICE))
+    assert result.status == "scored" and result.reward == 0.0, result.detail
+    assert "gave different results when called twice" in result.feedback, result.feedback
+
+
 def test_mutations_stay_in_the_domain_the_inputs_show():
     rng = random.Random(3)
     for _ in range(200):

@@ -13,7 +13,7 @@ from veriloop.core import Task
             "the task's tests do not load",
         ),
         ("def check(candidate):\n    assert 1 + 1 == 2\n", "never call add"),
-        ("def check(candidate):\n    assert candidate(lambda: 1, 2) == 3\n", "non-plain argument"),
+        ("def check(candidate):\n    assert candidate(object(), 2) == 3\n", "tests line 2 pass an argument"),
     ],
 )
 def test_broken_tests_are_infra_errors(code, tests, detail):

@@ -35,7 +35,8 @@ bool}}`` (another object, used by the tests through further calls) or ``{"error"
 worded by the harness (a limit, an exit, a value that is not plain data) rather than an
 exception the function raised, whose class names (its own first) are ``"raised"``; ``"mutated"`` lists ``[position or keyword,
 encoded value]`` for each argument the call changed in place; ``"repeat_differs"`` marks a call that gave another result
-when repeated."""
+when repeated (set here, on the host, from the repeated call's outcome, ``"again"`` in its frame:
+the candidate's process only reports, it never compares)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def _ended(result: ExecResult) -> str:
     return f"{text} ({result.detail})" if result.detail else text
 
 
-_OUTCOME_FIELDS = ("value", "iterator", "complete", "object", "error", "raised", "mutated", "harness", "repeat_differs")
+_OUTCOME_FIELDS = ("value", "iterator", "complete", "object", "error", "raised", "mutated", "harness")
 
 
 def _valid(frame: dict[str, Any], count: int) -> bool:
@@ -113,6 +114,10 @@ def _valid(frame: dict[str, Any], count: int) -> bool:
     return isinstance(frame.get("error"), str) and type(raised) is list and all(type(n) is str for n in raised)
 
 
+def _fields(outcome: dict[str, Any]) -> dict[str, Any]:
+    return {k: outcome[k] for k in _OUTCOME_FIELDS if k in outcome}
+
+
 def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults, audited: bool) -> set[int] | None:
     """Record the frames of one run; the indices (within ``batch``) that got an answer.
 
@@ -136,7 +141,11 @@ def _absorb(result: ExecResult, nonce: str, batch: list[str], out: CallResults, 
             break
         index = frame.pop("i")
         answered.add(index)
-        out.outcomes[batch[index]] = {k: frame[k] for k in _OUTCOME_FIELDS if k in frame}
+        outcome = _fields(frame)
+        if "again" in frame:
+            again = frame["again"]
+            outcome["repeat_differs"] = type(again) is not dict or _fields(again) != outcome
+        out.outcomes[batch[index]] = outcome
     if problem:
         out.tampered = problem
         return None

@@ -136,7 +136,12 @@ def mutate_value(value: Any, pool: Sequence[Any], rng: random.Random) -> Any:
 
 def mutate_calls(base: Sequence[str], count: int, rng: random.Random) -> list[str]:
     """Up to ``count`` new call keys, each a mutation of one of the ``base`` call keys."""
-    decoded = [loads_value(key) for key in dict.fromkeys(base)]
+    decoded = []
+    for key in dict.fromkeys(base):
+        try:
+            decoded.append(loads_value(key))
+        except NotPlainData:
+            continue  # it passes one of the tests' functions: the task's own inputs alone test that
     if not decoded:
         return []
     columns: dict[tuple[int, int | str], list[Any]] = {}

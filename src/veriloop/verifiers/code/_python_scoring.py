@@ -14,6 +14,7 @@ from typing import Any
 from veriloop.verifiers.code._candidate_calls import CallResults, Outcome
 from veriloop.verifiers._registry import GraderError, Verdict
 from veriloop.verifiers.code._tests_host import TestPlan
+from veriloop.verifiers.code.sandboxed._shipped_callables import described
 from veriloop.verifiers.code.sandboxed._wire import decode_value, loads_value
 
 SHOWN = 3
@@ -39,7 +40,7 @@ def safe_repr(value: Any) -> str:
 
 def render_call(entry_point: str, key: str, limit: int = 200) -> str:
     """``f([1, 2], k=3)`` for a call key; ``f(1).push(2)`` (roughly) for a use of a returned object."""
-    data = loads_value(key)
+    data = loads_value(key, described)
     if type(data[0]) is str:  # ["$ops", base call key, [[target, kind, payload], ...]]
         _, base, operations = data
         _, kind, payload = operations[-1]

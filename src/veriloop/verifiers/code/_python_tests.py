@@ -14,14 +14,29 @@ The robust shape of docs/architecture.md, in three places:
    ``pytest.raises`` and ``assertRaises`` catch it), changes arguments as the candidate did,
    and never lets a returned object compare by its own rules. The inputs the tests use are
    learned by running the tests once with no results known (cached per task); inputs that
-   depend on earlier results take another round, up to ``MAX_ROUNDS``.
+   depend on earlier results take another round, up to ``MAX_ROUNDS``. A function the tests
+   pass to the function under test (a lambda, ``len``, ``str.upper``, a ``key=``) is the task's
+   own code: it travels in the call key (``sandboxed/_shipped_callables``: by name, or as
+   marshalled code with only the plain globals it reads) and is rebuilt and run in the
+   candidate's process; one that cannot travel (a ``functools.partial``, a lambda calling the
+   function under test) makes ``veriloop tasks validate`` refuse the task, naming its line.
    A suite that is pure data (literal calls compared to literals, ``_literal_tests``) needs
    no test process: its expected values are read from the source without running it.
 3. The host adds up the verdict, compares dynamic tests against the reference's outputs and
    words the feedback.
 
-Partial credit is the fraction of test cases passed: each assert reached after a call to the
-function is a case, and tests that stop early count their unreached cases as failed. Cases
+Partial credit is the fraction of test cases passed. A case is each check reached after a
+call to the function: an ``assert``; an ``if TEST: raise ERROR`` (any exception: a case that
+fails when TEST holds, as ``assert not TEST`` would); a call of a ``unittest`` assert method
+(``assertEqual``, ``assertTrue``, ...); an expected exception (``pytest.raises``,
+``assertRaises``, ``try``/``except``); a statement calling a function of the tests on the
+function's results (``expect_equal(candidate(2), 4)``) that counts no case itself, failed
+when it raises. A failed check fails its case and the tests carry on.
+A test unit (``check(candidate)``, the top-level code, each ``test...`` function or
+``TestCase`` method the tests define and never call, run as a runner would) that calls the
+function but holds no such check (it raises at its end, or in an ``else``) is one case:
+passed when it returns, failed when it raises. Tests that stop early count their unreached
+cases as failed. Cases
 that test only examples shown in the prompt (literal calls in the prompt or its code) earn
 nothing: when other cases exist, a visible case passed is left out and a visible case failed
 counts as failed, so hard-coding the examples scores 0 and a pass needs the hidden ones. When
@@ -64,7 +79,7 @@ from veriloop.verifiers.code._extract import candidate_program
 from veriloop.verifiers.code._literal_tests import LiteralCase, literal_suite, literal_tally
 from veriloop.verifiers._memo import Memo
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_task_check, register_verifier
-from veriloop.verifiers.code._tests_host import TestPlan, Visible, evaluate_tests, plans_for
+from veriloop.verifiers.code._tests_host import TestPlan, UnsupportedTests, Visible, evaluate_tests, plans_for
 from veriloop.verifiers.code.sandboxed._wire import call_key
 
 MAX_ROUNDS = 32
@@ -203,7 +218,9 @@ def foreign_imports(code: str) -> list[tuple[str, int]]:
 @register_task_check("python_tests")
 def python_tests_task_problem(config: PythonTestsConfig, task: Task) -> str | None:
     """Tests on a task without an environment may import the standard library only (the
-    sandbox's interpreter has nothing else); dynamic tests need a gold solution."""
+    sandbox's interpreter has nothing else); dynamic tests need a gold solution; what the tests
+    pass to the function must be able to reach the candidate's process (learned by planning
+    the tests in the sandbox, as scoring would)."""
     if task.environment is None:
         for where, code in (("tests", config.tests), ("prompt_code", config.prompt_code)):
             for module, line in foreign_imports(code):
@@ -213,7 +230,9 @@ def python_tests_task_problem(config: PythonTestsConfig, task: Task) -> str | No
                 )
     if config.suite != "fixed" and not isinstance(task.gold, str):
         return f"suite {config.suite!r} needs the task's gold solution (a string of code)"
-    return None
+    check = _Check(config, task, "")
+    _plan([check])
+    return str(check.outcome) if isinstance(check.outcome, UnsupportedTests) else None
 
 
 DynamicSuite = tuple[tuple[str, Outcome], ...]

@@ -25,7 +25,11 @@ from veriloop.sandbox import joined_source
 
 _SANDBOXED = Path(__file__).parent / "sandboxed"
 _SHARED = ("_wire", "_channel")
-_HELPERS = {"_tests_process": ("_expected_raises",), "_audit_hook": ("_candidate_process",)}
+_HELPERS = {
+    "_tests_process": ("_shipped_callables", "_expected_raises", "_test_units"),
+    "_candidate_process": ("_shipped_callables",),
+    "_audit_hook": ("_shipped_callables", "_candidate_process"),
+}
 """Further modules a harness needs, sent after the shared ones."""
 
 

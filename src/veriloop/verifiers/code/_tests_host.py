@@ -89,11 +89,16 @@ def _test_run(chunk: Sequence[tuple[TestSource, dict[str, Outcome], Visible]]) -
     return PythonRun(build_script("_tests_process", "run_tests", job, sandbox_tag()), combined), nonce
 
 
+class UnsupportedTests(GraderError):
+    """The tests do something that cannot be graded across processes (the message says what,
+    and on which line): a problem of the task, which ``tasks validate`` reports."""
+
+
 def _checked(frame: dict[str, Any]) -> dict[str, Any] | GraderError:
     if "load_error" in frame:
         return GraderError(f"the task's tests do not load: {frame['load_error']}")
     if "unsupported" in frame:
-        return GraderError(str(frame["unsupported"]))
+        return UnsupportedTests(str(frame["unsupported"]))
     return frame
 
 

@@ -54,7 +54,9 @@ _ALWAYS = frozenset(
         "gc.get_referents",
     }
 )
-# Reported only while the candidate's code is on the stack (the harness reads tracebacks too).
+# Reported only while the candidate's code is on the stack (the harness reads tracebacks too), or
+# in any thread but the harness's own: a thread the candidate started may run code compiled under
+# another file name, whose stack holds no frame of the candidate's.
 _WHILE_CANDIDATE = frozenset({"sys._getframe", "object.__getattr__", "compile", "code.__new__"})
 _PREFIXES = ("ctypes.", "socket.")
 # Of the attribute reads CPython audits, those that hand out a frame (from which f_back and
@@ -111,10 +113,11 @@ def _plain_text(text):
     return "".join(c if " " <= c <= "~" and c not in '"\\' else "?" for c in text)
 
 
-def _forbidden_fork_exec(*args, **kwargs):
+def _forbidden_fork_exec(*args, _vl_audit=_audit_sys.audit, _vl_refused=PermissionError, **kwargs):
     # Replaces _posixsubprocess.fork_exec, which starts processes without an audit event of its own.
-    _audit_sys.audit("subprocess.fork_exec")
-    raise PermissionError("starting processes is not allowed here")
+    # What it calls is bound at definition: the candidate may rebind this module's globals.
+    _vl_audit("subprocess.fork_exec")
+    raise _vl_refused("starting processes is not allowed here")
 
 
 # The standard library's own bindings of _posixsubprocess.fork_exec, by module and name.
@@ -147,11 +150,34 @@ def _refuse_fork_exec():
 def install_audit_hook(nonce):
     """Add the hook; it writes its frames, prefixed with ``nonce``, to a copy of descriptor 1.
 
-    Everything the hook calls is bound here, before the candidate runs: the candidate may
-    replace module attributes (``os.write``, ``json.dumps``, ``os.path.realpath``) without
-    any audited operation, so the hook uses none of them by name later.
+    Everything the hook calls or reads is bound here, before the candidate runs: the candidate
+    may replace module attributes (``os.write``, ``json.dumps``, ``os.path.realpath``), rebind
+    this module's globals (``sys.modules["__main__"]._ALWAYS = frozenset()``) or the built-ins
+    (``builtins.any = lambda _: False``) without any audited operation, so the hook looks up no
+    global name once it runs: its verdict on an event cannot be changed from inside.
     """
     import _thread
+    import builtins
+
+    any, bool, bytes, int, len, str, tuple, type = (  # the closures below read these, never builtins
+        builtins.any,
+        builtins.bool,
+        builtins.bytes,
+        builtins.int,
+        builtins.len,
+        builtins.str,
+        builtins.tuple,
+        builtins.type,
+    )
+    BaseException, OSError = builtins.BaseException, builtins.OSError
+    always, prefixes, changes_paths, lists_paths = _ALWAYS, _PREFIXES, _CHANGES_PATHS, _LISTS_PATHS
+    imports, while_candidate, frame_attributes, bookkeeping_files = (
+        _IMPORTS,
+        _WHILE_CANDIDATE,
+        _FRAME_ATTRIBUTES,
+        _BOOKKEEPING,
+    )
+    devices, candidate_file, absolute, plain_text = _DEVICES, CANDIDATE_FILE, _absolute, _plain_text
 
     _refuse_fork_exec()
     fd = _audit_os.dup(1)
@@ -169,10 +195,11 @@ def install_audit_hook(nonce):
     workspace = _audit_os.path.realpath(_audit_os.getcwd()) + "/"
     readable = _reader_roots()
     prefix, busy = nonce.encode(), set()  # busy: threads inside the hook now
+    harness_thread = thread()
 
     def candidate_on_stack(frame):
         while frame is not None:
-            if frame.f_code.co_filename == CANDIDATE_FILE:
+            if frame.f_code.co_filename == candidate_file:
                 return True
             frame = frame.f_back
         return False
@@ -190,8 +217,8 @@ def install_audit_hook(nonce):
             path = path.decode("utf-8", "replace")
         elif type(path) is not str:
             return True  # an object with __fspath__: its own code decides the path
-        full = _absolute(path, workspace)
-        if (full + "/").startswith(workspace) or full in _DEVICES:
+        full = absolute(path, workspace)
+        if (full + "/").startswith(workspace) or full in devices:
             return False
         writing = (type(mode) is str and any(c in mode for c in "wax+")) or (type(flags) is int and flags & writes)
         return bool(writing) or not full.startswith(readable)
@@ -214,7 +241,7 @@ def install_audit_hook(nonce):
         return " ".join(shown)
 
     def report(event, what):
-        text = '{"audit":"' + _plain_text(event[:80]) + '","what":"' + _plain_text(what[:200]) + '"}'
+        text = '{"audit":"' + plain_text(event[:80]) + '","what":"' + plain_text(what[:200]) + '"}'
         data = prefix + text.encode("ascii") + b"\n"
         try:
             now = fstat(fd)
@@ -226,25 +253,25 @@ def install_audit_hook(nonce):
             kill(getpid(), 9)  # silenced: never let the operation through unreported
 
     def flagged(event, args):
-        if event in _ALWAYS or event.startswith(_PREFIXES):
+        if event in always or event.startswith(prefixes):
             return True
         if event == "open":
             return bool(args) and outside(args)
-        if event in _CHANGES_PATHS:
+        if event in changes_paths:
             return any(path_outside(path, True) for path in tuple(args)[:2] if type(path) is not int)
-        if event in _LISTS_PATHS:
+        if event in lists_paths:
             return bool(args) and type(args[0]) is not int and path_outside(args[0], False)
         if event == "import":
-            return bool(args) and args[0] in _IMPORTS
-        if event in _WHILE_CANDIDATE:
+            return bool(args) and args[0] in imports
+        if event in while_candidate:
             caller = getframe(2)  # the code that raised the event (above this function and the hook)
-            if event == "object.__getattr__" and not (len(args) > 1 and args[1] in _FRAME_ATTRIBUTES):
+            if event == "object.__getattr__" and not (len(args) > 1 and args[1] in frame_attributes):
                 return False
             if event == "compile" and not (len(args) > 1 and installed(args[1])):
                 return False  # compiling is fine; only code passing itself off as the standard library is not
             filename = caller.f_code.co_filename
-            bookkeeping = event == "sys._getframe" and installed(filename) and filename.endswith(_BOOKKEEPING)
-            return not bookkeeping and candidate_on_stack(caller)
+            bookkeeping = event == "sys._getframe" and installed(filename) and filename.endswith(bookkeeping_files)
+            return not bookkeeping and (thread() != harness_thread or candidate_on_stack(caller))
         return False
 
     def hook(event, args):

@@ -5,11 +5,12 @@ The process receives only the program and the inputs (canonical call keys); expe
 never enter it. One frame per call is written as soon as the call returns, so results before
 a crash, a timeout or an early exit survive and the host can resume after the culprit.
 
-Sent into the sandbox after ``_wire`` and ``_channel`` (whose names it uses); the import
+Sent into the sandbox after ``_wire``, ``_channel`` and ``_shipped_callables`` (whose names it uses); the import
 below is for readers and linters and is stripped from the script.
 """
 
 from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._shipped_callables import rebuilt  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, dumps_value  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._wire import encode_value, loads_value  # sandbox: strip
 
@@ -17,7 +18,10 @@ CANDIDATE_FILE = "<candidate>"
 
 
 def _call(function, key):
-    data = loads_value(key)
+    try:
+        data = loads_value(key, rebuilt)  # functions the tests pass are rebuilt here, beside the candidate
+    except Exception as exc:
+        return {"error": f"could not receive the tests' arguments ({describe_error(exc)})", "harness": True}
     if type(data[0]) is str:  # ["$ops", base call key, operations]: a use of a returned object
         return _operate(function, data[1], data[2])
     args, kwargs = data
@@ -78,7 +82,7 @@ def _operate(function, base, operations):
     """Replay a returned object's uses in order (``[target, kind, payload]``: target -1 is the
     base call's result, i the result of use i) and give the outcome of the last one. Earlier
     uses that raised raised in the tests too, which carried on; so does the replay."""
-    args, kwargs = loads_value(base)
+    args, kwargs = loads_value(base, rebuilt)
     results = []
     try:
         results.append(function(*args, **kwargs))
@@ -115,9 +119,16 @@ _MUTABLE = (list, dict, set)
 
 
 def _mutable_arguments(args, kwargs):
-    """``[(position or keyword, argument, its encoded text)]`` for arguments a call can change."""
-    pairs = [*enumerate(args), *kwargs.items()]
-    return [(where, value, dumps_value(value)) for where, value in pairs if type(value) in _MUTABLE]
+    """``[(position or keyword, argument, its encoded text)]`` for arguments a call can change
+    (plain data only: a list of the tests' functions is not watched)."""
+    watched = []
+    for where, value in [*enumerate(args), *kwargs.items()]:
+        if type(value) in _MUTABLE:
+            try:
+                watched.append((where, value, dumps_value(value)))
+            except NotPlainData:
+                continue
+    return watched
 
 
 def _mutations(watched):
@@ -159,7 +170,6 @@ def run_candidate(job):
     for index, key in enumerate(calls):
         outcome = _call(function, key)
         if index in repeat:
-            again = _call(function, key)
-            outcome["repeat_differs"] = again != outcome
+            outcome["again"] = _call(function, key)  # compared on the host, where nothing of this process runs
         outcome["i"] = index
         emit(outcome)

@@ -1,11 +1,14 @@
-"""Runs inside the test process: tests that expect the function to raise, counted as cases.
+"""Runs inside the test process: tests that expect the function to raise, and unittest's
+assert methods, counted as cases.
 
 ``pytest.raises`` (a minimal stand-in, used even where pytest is installed, since its own
 raises would stop the tests at the first miss) and unittest's
 ``assertRaises`` report to the CaseLog of the item being evaluated (``CURRENT["case"]``):
 the expected exception raised is a passed case, nothing raised a failed one, and the tests
 carry on, as a rewritten ``assert`` does. ``try``/``except`` tests are handled where asserts
-are rewritten (``_tests_process._Instrument``).
+are rewritten (``_tests_process._Instrument``). Each call of a ``TestCase.assert...`` method
+(``assertEqual``, ``assertTrue``, ``assertIn``, ...) is a case too: a failure is a failed case
+and the tests carry on; an assert method that calls another counts once.
 
 Standard library only: sent into the sandbox before ``_tests_process``.
 """
@@ -14,14 +17,14 @@ CURRENT = {}
 """The CaseLog of the item being evaluated, for the expected-exception helpers below."""
 
 
-def _report_expected(passed, what):
+def _report_expected(passed, what, error=None):
     import sys
 
     case = CURRENT.get("case")
     if case is not None:
         frame = sys._getframe(2)
         line = frame.f_lineno if frame.f_code.co_filename == "<tests>" else 0  # _tests_process.TESTS_FILE
-        case(line, what, passed, None)
+        case(line, what, passed, error)
 
 
 class _Raises:
@@ -92,3 +95,41 @@ def install_expected_raises():
 
     context.__exit__ = __exit__
     context._vl_counted = True
+
+
+_NOT_COUNTED = ("assertRaises", "assertWarns", "assertLogs", "assertNoLogs")
+"""Assert methods that are not one check of a value: the expected-exception ones are counted
+by their context (above), the others check logging and warnings."""
+
+
+def _counted_assert(method, name, depth):
+    def counted(self, *args, **kwargs):
+        if depth:
+            return method(self, *args, **kwargs)
+        depth.append(name)
+        try:
+            method(self, *args, **kwargs)
+        except Exception as error:  # a failure, or an error of the values compared: a failed case
+            _report_expected(False, name, error)
+        else:
+            _report_expected(True, name)
+        finally:
+            depth.clear()
+
+    counted._vl_counted = True
+    return counted
+
+
+def install_counted_asserts():
+    """Every ``unittest.TestCase.assert...`` method reports a case (see the module docstring),
+    and ``unittest.main`` does nothing (``_test_units`` runs the tests' TestCase classes)."""
+    import unittest
+
+    unittest.main = lambda *args, **kwargs: None
+    depth = []
+    for name in dir(unittest.TestCase):
+        method = getattr(unittest.TestCase, name)
+        if not name.startswith("assert") or name.startswith(_NOT_COUNTED) or not callable(method):
+            continue
+        if not getattr(method, "_vl_counted", False):
+            setattr(unittest.TestCase, name, _counted_assert(method, name, depth))

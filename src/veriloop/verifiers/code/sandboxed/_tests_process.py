@@ -1,9 +1,11 @@
 """Runs inside the test process: the task's own tests, against recorded candidate results
 (the host's side is ``code/_tests_host.py``).
 
-The test code (HumanEval's ``check(candidate)`` or plain top-level asserts) runs unchanged
-except that every ``assert`` is rewritten to record its outcome and carry on, so partial
-credit can be counted. The function under test is a proxy: a call looks up the candidate's
+The test code (HumanEval's ``check(candidate)``, plain top-level asserts, test functions and
+``TestCase`` classes left for a runner: ``_test_units``) runs unchanged except that every
+``assert`` and every ``if TEST: raise ERROR`` is rewritten to record its outcome and carry on,
+so partial credit can be counted; a test unit holding no such check is one case
+(``_test_units.run_units``). The function under test is a proxy: a call looks up the candidate's
 result for those arguments (plain data, decoded afresh each time) or raises the candidate's
 error, after changing the arguments in place as the candidate's call changed them. A call
 whose result is not known yet returns a placeholder and is reported back; the host runs the
@@ -14,14 +16,18 @@ One process may evaluate several items (one task's tests against one candidate's
 each), each in a fresh namespace: everything here is the task set's own code and plain
 data, so batching saves process starts without mixing any candidate's code.
 
-Sent into the sandbox after ``_wire``, ``_channel`` and ``_expected_raises``; the imports below
-are stripped.
+Sent into the sandbox after ``_wire``, ``_channel``, ``_shipped_callables``, ``_expected_raises``
+and ``_test_units``;
+the imports below are stripped.
 """
 
 import ast
 
 from veriloop.verifiers.code.sandboxed._channel import describe_error, open_channel  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._expected_raises import CURRENT, install_expected_raises  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._expected_raises import install_counted_asserts  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._shipped_callables import shipped_form  # sandbox: strip
+from veriloop.verifiers.code.sandboxed._test_units import run_units, uncalled_tests  # sandbox: strip
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, call_key, decode_value, dumps_value  # sandbox: strip
 
 TESTS_FILE = "<tests>"
@@ -129,11 +135,11 @@ class CandidateProxy:
     def __call__(self, *args, **kwargs):
         self.count += 1
         try:
-            key = call_key(args, kwargs)
+            key = call_key(args, kwargs, shipped_form)
         except (NotPlainData, RecursionError) as exc:
             if _holds_pending((args, kwargs)):
                 return self._pending()
-            raise _Unsupported(f"the tests pass a non-plain argument to the function ({exc})") from None
+            raise _Unsupported(_cannot_pass("an argument to the function", exc)) from None
         return self.answer(key, args, kwargs)
 
     def answer(self, key, args=(), kwargs=None, root=None, index=-1):
@@ -200,11 +206,11 @@ class ReturnedObject:
             return PENDING
         operation = [self._vl_index, kind, payload]
         try:
-            key = dumps_value(["$ops", uses.base, [*uses.operations, operation]])
+            key = dumps_value(["$ops", uses.base, [*uses.operations, operation]], shipped_form)
         except (NotPlainData, RecursionError) as exc:
             if _holds_pending(payload):
                 return proxy._pending()
-            raise _Unsupported(f"the tests pass a non-plain value to a returned object ({exc})") from None
+            raise _Unsupported(_cannot_pass("a value to an object the function returned", exc)) from None
         uses.operations.append(operation)
         proxy.count += 1
         return proxy.answer(key, root=uses, index=len(uses.operations) - 1)
@@ -251,6 +257,21 @@ class ReturnedObject:
     __hash__ = object.__hash__
 
 
+def _cannot_pass(what, problem):
+    """Why the tests cannot be graded, and the line of the tests that passed ``what``."""
+    import sys
+
+    frame, line = sys._getframe(1), None
+    while frame is not None and line is None:
+        line = frame.f_lineno if frame.f_code.co_filename == TESTS_FILE else None
+        frame = frame.f_back
+    where = f"tests line {line}" if line else "the tests"
+    return (
+        f"{where} pass {what} that cannot reach the candidate's process ({problem}); pass plain data "
+        "(numbers, strings, lists, dicts, ...) or functions the tests define or import by name"
+    )
+
+
 def _apply_mutations(args, kwargs, mutated):
     """Change the tests' own arguments in place as the candidate's call changed its copies."""
     for where, encoded in mutated:
@@ -282,6 +303,21 @@ class CaseLog:
         self.visible_failed = 0
         self.failures = []
         self._keys = []
+
+    def statement(self, line, source, run):
+        """Run one statement calling a helper of the tests on the function's results
+        (``expect_equal(candidate(2), 4)``): when the helper counts no case itself, the
+        statement is one, failed when it raises an Exception and passed otherwise."""
+        counted, calls = self.passed + self.failed, self.proxy.count
+        try:
+            run()
+        except Exception as error:
+            if self.passed + self.failed != counted:
+                raise
+            self(line, source, False, error)
+            return
+        if self.passed + self.failed == counted and self.proxy.count > calls:
+            self(line, source, True, None)
 
     def __call__(self, line, source, ok, error, message=None, left=None, right=None, side=None):
         if self.proxy.count == 0:
@@ -320,14 +356,17 @@ class CaseLog:
             failure["got"], failure["expected"] = short_repr(got), short_repr(expected)
         if message is not None:
             try:
-                failure["message"] = str(message())[:300]
+                said = message()
+                said = said.__name__ if isinstance(said, type) else said  # ``raise ValueError``
+                failure["message"] = str(said)[:300]
             except Exception:
                 pass
         return failure
 
 
 class _Instrument(ast.NodeTransformer):
-    """Rewrites ``assert TEST, MSG`` into the try statement below, reporting to ``_vl_case``.
+    """Rewrites ``assert TEST, MSG`` into the try statement below, reporting to ``_vl_case``;
+    ``if TEST: raise ERROR`` likewise, as ``assert not TEST, ERROR``.
 
     try:
         _vl_ok = TEST                     # or, for LEFT == RIGHT with the call on one side:
@@ -337,9 +376,29 @@ class _Instrument(ast.NodeTransformer):
         _vl_case(LINE, SOURCE, _vl_ok, None, lambda: MSG[, _vl_left, _vl_right, SIDE])
     """
 
-    def __init__(self, source, names):
+    def __init__(self, source, names, helpers=frozenset()):
         self.lines = source.splitlines()
         self.names = names
+        self.helpers = helpers
+
+    def visit_Expr(self, node):
+        """``HELPER(... candidate(...) ...)``, a function of the tests called on the function's
+        results as a statement, reports through ``_vl_case.statement`` (``CaseLog.statement``)."""
+        call = node.value
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id in self.helpers
+            and self._calls_candidate(call)
+            and not any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(call))
+        ):
+            return node
+        no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+        source = "\n".join(self.lines[node.lineno - 1 : node.end_lineno]).strip()
+        report = ast.Attribute(value=ast.Name(id="_vl_case", ctx=ast.Load()), attr="statement", ctx=ast.Load())
+        arguments = [ast.Constant(value=node.lineno), ast.Constant(value=source), ast.Lambda(args=no_args, body=call)]
+        statement = ast.Expr(value=ast.Call(func=report, args=arguments, keywords=[]))
+        return ast.fix_missing_locations(ast.copy_location(statement, node))
 
     def _calls_candidate(self, node):
         return any(
@@ -349,7 +408,21 @@ class _Instrument(ast.NodeTransformer):
     def visit_Assert(self, node):
         if isinstance(node.test, ast.Constant) and node.test.value:
             return ast.copy_location(ast.Pass(), node)
+        return self._case(node, node.test, node.msg, ast.Eq)
 
+    def visit_If(self, node):
+        """``if TEST: raise ERROR`` (nothing else in it) checks as ``assert not TEST`` does: a
+        case, failed when TEST holds, and the tests carry on."""
+        self.generic_visit(node)
+        body = node.body
+        if node.orelse or len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+            return node
+        return self._case(node, node.test, body[0].exc, ast.NotEq, negated=True)
+
+    def _case(self, node, test, message_node, compared, negated=False):
+        """The try statement reporting ``test`` (its negation when ``negated``) as one case;
+        ``compared``: the comparison whose sides are kept for feedback (``==`` for an assert,
+        ``!=`` for an ``if``)."""
         where = {
             "lineno": node.lineno,
             "col_offset": node.col_offset,
@@ -370,23 +443,25 @@ class _Instrument(ast.NodeTransformer):
         def constant(value):
             return new(ast.Constant, value=value)
 
-        test, side = node.test, None
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        side = None
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], compared):
             left, right = self._calls_candidate(test.left), self._calls_candidate(test.comparators[0])
             side = "left" if left and not right else "right" if right and not left else None
         if side:
-            compare = new(ast.Compare, left=name("_vl_left"), ops=[ast.Eq()], comparators=[name("_vl_right")])
+            compare = new(ast.Compare, left=name("_vl_left"), ops=[compared()], comparators=[name("_vl_right")])
             body = [
                 new(ast.Assign, targets=[name("_vl_left", True)], value=test.left),
                 new(ast.Assign, targets=[name("_vl_right", True)], value=test.comparators[0]),
-                new(ast.Assign, targets=[name("_vl_ok", True)], value=compare),
             ]
-            extra = [name("_vl_left"), name("_vl_right"), constant(side)]
+            test, extra = compare, [name("_vl_left"), name("_vl_right"), constant(side)]
         else:
-            body, extra = [new(ast.Assign, targets=[name("_vl_ok", True)], value=test)], []
+            body, extra = [], []
+        if negated:
+            test = new(ast.UnaryOp, op=ast.Not(), operand=test)
+        body.append(new(ast.Assign, targets=[name("_vl_ok", True)], value=test))
         line, source = constant(node.lineno), constant("\n".join(self.lines[node.lineno - 1 : node.end_lineno]).strip())
         no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
-        message = new(ast.Lambda, args=no_args, body=node.msg) if node.msg else constant(None)
+        message = new(ast.Lambda, args=no_args, body=message_node) if message_node else constant(None)
         failed = report(line, source, constant(False), name("_vl_error"))
         handler = new(ast.ExceptHandler, type=name("Exception"), name="_vl_error", body=[failed])
         finished = report(line, source, name("_vl_ok"), constant(None), message, *extra)
@@ -420,18 +495,25 @@ class _Instrument(ast.NodeTransformer):
 
 
 def instrument(source, entry_point):
-    """``(code object, defines_check)`` for test source, with asserts rewritten."""
+    """``(code object, defines_check, names read)`` for test source, with asserts rewritten;
+    the names the code reads tell which of its test functions it calls itself (``_test_units``)."""
     tree = ast.parse(source, TESTS_FILE)
     names = {entry_point}
     check = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)
     if check is not None and check.args.args:
         names.add(check.args.args[0].arg)
-    tree = _Instrument(source, names).visit(tree)
-    return compile(tree, TESTS_FILE, "exec"), check is not None
+    read = tuple(sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}))
+    helpers = {  # functions of the tests that can fail a check: they raise (``record(x)`` does not)
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and n.name != "check" and any(isinstance(r, ast.Raise) for r in ast.walk(n))
+    }
+    tree = _Instrument(source, names, helpers - names).visit(tree)
+    return compile(tree, TESTS_FILE, "exec"), check is not None, read
 
 
 def load_tests(prompt_code, tests, entry_point):
-    """``(prompt code object, tests code object, defines_check)``; raises on bad code."""
+    """``(prompt code object, tests code object, defines_check, names read)``; raises on bad code."""
     return (compile(prompt_code, PROMPT_FILE, "exec"), *instrument(tests, entry_point))
 
 
@@ -453,7 +535,7 @@ def _evaluate(item, job, loaded):
 
     namespace = {"__name__": "__tests__"}
     try:
-        prompt, code, defines_check = _load(item, job, loaded)
+        prompt, code, defines_check, read = _load(item, job, loaded)
         exec(prompt, namespace)
     except BaseException as exc:
         return {"load_error": describe_error(exc, PROMPT_FILE)}
@@ -464,27 +546,28 @@ def _evaluate(item, job, loaded):
     CURRENT["case"] = cases
     if "raises" in item["tests"] or "Raises" in item["tests"]:  # importing unittest costs a run ~10 ms
         install_expected_raises()
+    if "unittest" in item["tests"] or "TestCase" in item["tests"]:
+        install_counted_asserts()
     random.seed(item["seed"])
-    aborted = None
-    if defines_check:
+    if defines_check and "check" not in read:
         try:
             exec(code, namespace)
         except BaseException as exc:
             return {"load_error": describe_error(exc, TESTS_FILE)}
+        units = [("check(candidate)", lambda: namespace["check"](proxy))]
+    else:  # top-level tests, or a check() the tests call themselves (``check(add)`` at the end)
+        units = [("the tests", lambda: exec(code, namespace))]
     try:
-        if defines_check:
-            namespace["check"](proxy)
-        else:
-            exec(code, namespace)
+        stopped = run_units(units, lambda: uncalled_tests(namespace, read), cases, proxy, _RoundFull, _Unsupported)
     except _Unsupported as exc:
         return {"unsupported": str(exc)}
-    except _RoundFull:
-        pass
-    except BaseException as exc:
+    aborted = None
+    if stopped is not None:
+        error, calls = stopped
         aborted = {
-            "error": describe_error(exc, TESTS_FILE),
-            "candidate_error": _from_candidate(exc),
-            "calls": proxy.recent[-3:],
+            "error": describe_error(error, TESTS_FILE),
+            "candidate_error": _from_candidate(error),
+            "calls": calls,
         }
     return {
         "passed": cases.passed,
