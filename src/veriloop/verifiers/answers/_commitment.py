@@ -47,7 +47,11 @@ PLACEHOLDERS = frozenset(
 _WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _SEPARATORS = frozenset(" \t\r\n,;[](){}")
-_EQUATES = re.compile(r"==|=|≡|<=>|<->|↔|\bis equal to\b|\bequals\b|\bis the same as\b|\bis\b", re.IGNORECASE)
+_EQUATES = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (r"==|=|≡|<=>|<->|↔", r"\bis equal to\b", r"\bequals\b", r"\bis the same as\b", r"\bis\b")
+)
+"""Ways to say two things are the same, each tried on its own (a side may hold another: ``A is B = A is B``)."""
 
 
 def _words(text: str) -> str:
@@ -65,10 +69,15 @@ def is_empty(text: str, question: str) -> bool:
     return not _WORD.search(text) or _words(text).strip() in PLACEHOLDERS
 
 
+def _same_sides(text: str, equates: re.Pattern[str]) -> bool:
+    sides = equates.split(text)
+    shapes = {re.sub(r"\s+", "", side.lower()).strip(".!") for side in sides}
+    return len(sides) >= 2 and len(shapes) == 1 and shapes != {""}
+
+
 def is_tautology(text: str, question: str) -> bool:
     """Two or more sides, joined by ``=``, ``is``, ``equals``..., that are the same text."""
-    sides = {re.sub(r"\s+", "", side.lower()).strip(".!") for side in _EQUATES.split(text)}
-    return len(_EQUATES.findall(text)) >= 1 and len(sides) == 1 and sides != {""}
+    return any(_same_sides(text, equates) for equates in _EQUATES)
 
 
 def restates_question(text: str, question: str) -> bool:

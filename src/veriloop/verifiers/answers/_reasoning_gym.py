@@ -27,7 +27,7 @@ before any scorer sees it. And partial credit is kept only from scorers that do 
 form: each draw's scorer is probed with such non-answers (in its box, see
 ``_reasoning_gym_check``), and when any of them earns more than 0 the reward is 1 for a pass and
 0 otherwise (``partial_credit: auto``, the default); ``partial_credit: on`` keeps the scorer's
-partial credit regardless. A scorer that raises on an answer it cannot read scores that answer 0;
+partial credit regardless, and ``hedges: lenient`` keeps it for the gold among other words. A scorer that raises on an answer it cannot read scores that answer 0;
 a scorer that cannot run is an infra error.
 """
 
@@ -136,7 +136,7 @@ def _early_refusal(config: ReasoningGymConfig, task: Task, answer: str) -> Verdi
     if problem is None:
         return None
     return _refused(
-        f"{config.dataset}: the answer commits to no solution ({problem})",
+        f"{config.dataset}: answer refused before scoring: it commits to no solution ({problem})",
         "Your answer does not answer the question; give your solution inside <answer></answer>.",
     )
 
@@ -156,13 +156,22 @@ def _scorer_refusal(config: ReasoningGymConfig, result: dict[str, Any], shown: s
     return None
 
 
-def _reward(config: ReasoningGymConfig, result: dict[str, Any], passed: bool) -> tuple[float, str]:
+def _keeps_partial_credit(config: ReasoningGymConfig, task: Task, answer: str) -> bool:
+    """Partial credit asked for: always (``partial_credit: on``), or for the gold among other words
+    (``hedges: lenient``)."""
+    if config.partial_credit == "on":
+        return True
+    return config.hedges == "lenient" and task.gold is not None and buried_gold(answer, str(task.gold))
+
+
+def _reward(config: ReasoningGymConfig, task: Task, answer: str, result: dict[str, Any]) -> tuple[float, str]:
     """The reward for the scorer's score, and why partial credit was dropped (empty when it was not)."""
     score = float(result["score"])
+    passed = score >= config.pass_threshold
     if config.binary or config.raw_scorer or passed:
         return (float(passed) if config.binary else score), ""
     leak = result.get("non_answer_credit")
-    if config.partial_credit == "on" or not leak or score <= 0:
+    if not leak or score <= 0 or _keeps_partial_credit(config, task, answer):
         return score, ""
     return 0.0, f"; partial credit is off for this draw: its scorer pays non-answers ({leak})"
 
@@ -206,7 +215,7 @@ def check_reasoning_gym(config: ReasoningGymConfig, task: Task, response: str) -
             "Give exactly one final answer and nothing else inside <answer></answer>.",
         )
     passed = score >= config.pass_threshold
-    reward, dropped = _reward(config, result, passed)
+    reward, dropped = _reward(config, task, answer, result)
     if passed:
         return Verdict(reward, True, detail=f"{config.dataset} scorer gave {score:g}", feedback="Correct.")
     return Verdict(
