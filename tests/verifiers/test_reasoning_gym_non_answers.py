@@ -39,7 +39,9 @@ def non_answers_to(task: Task) -> list[str]:
     return [question, question.splitlines()[0], numbers, "x = x", "the answer is the answer", "y equals y", "None", "."]
 
 
-@pytest.mark.parametrize("name", ["knights_knaves", "spell_backward", "gcd", "palindrome_generation", "advanced_geometry", "maze"])
+@pytest.mark.parametrize(
+    "name", ["knights_knaves", "spell_backward", "gcd", "palindrome_generation", "advanced_geometry", "maze"]
+)
 def test_non_answers_score_zero(name):
     task = first(name)
     for text in non_answers_to(task):
@@ -124,3 +126,13 @@ def test_a_worker_that_dies_is_an_infra_error():
     score = respond(raw, "<answer>__import__('os')._exit(3)</answer>")
     assert score.status == "infra_error" and "without a reply" in score.detail
     assert respond(task, f"<answer>{task.gold}</answer>").reward == 1.0
+
+
+def test_a_draw_is_judged_by_its_first_entries_not_only_by_the_task_itself():
+    # knights_knaves pays for its own question on few entries: in this draw on entry 7, not on entry 0.
+    tasks = import_tasks("reasoning-gym", dataset="knights_knaves", size=8, seed=5)
+    assert tasks[0].gold == "Oliver is a pioneer, and Zoey is a laggard."
+    half_right = respond(tasks[0], "<answer>Oliver is a pioneer, and Zoey is a pioneer.</answer>")
+    assert half_right.reward == 0.0 and "on entry 7" in half_right.detail, half_right.detail
+    opted = tasks[0].model_copy(update={"verifier": {**tasks[0].verifier, "partial_credit": "on"}})
+    assert respond(opted, "<answer>Oliver is a pioneer, and Zoey is a pioneer.</answer>").reward == pytest.approx(0.65)

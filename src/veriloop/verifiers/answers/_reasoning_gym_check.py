@@ -13,10 +13,12 @@ forked for one check. Before a scorer that parses answers as expressions sees on
 (``_reasoning_gym_guards``) must accept it as data (a refused answer scores 0), and scorers
 that ``eval`` answers run with an ``eval`` that reads literals only.
 
-The template also probes each draw's scorer once with non-answers (``_commitment.non_answers``:
-the question given back, a tautology, an empty answer, the question's numbers) on the draw's
-first ``PROBED_ENTRIES`` entries; every reply says which of them earned credit, if any, so the
-host can turn the scorer's partial credit off where it pays for form rather than progress.
+The template also probes the scorer with non-answers (``_commitment.non_answers``: the question
+given back, a tautology, an empty answer, the question's numbers) on the draw's first
+``PROBED_ENTRIES`` entries and on the task's own, once each; every reply says which of them
+earned credit, if any, so the host can turn the scorer's partial credit off where it pays for
+form rather than progress. (Some scorers pay a non-answer on few entries: knights_knaves on 2
+of 40, so one entry alone is too few to judge a draw by.)
 
 An exception the scorer raises while it reads an answer (garbage text, unbalanced brackets, a
 value of the wrong type) is the answer's fault and scores 0 (``{"unparsable": why}``), once the
@@ -39,7 +41,7 @@ import reasoning_gym
 from veriloop.verifiers.answers._commitment import non_answers
 from veriloop.verifiers.answers._reasoning_gym_guards import guard_problem, literals_only
 
-PROBED_ENTRIES = 3
+PROBED_ENTRIES = 8
 ENVIRONMENT_FAILURES = (ImportError, OSError)
 """Exceptions that say the scorer's environment is broken, whatever the answer."""
 
@@ -65,7 +67,7 @@ def _warm_scorer(name: str, config_json: str, seed: int, size: int, entry: dict[
     _dataset(name, config_json, seed, size).score_answer(str(entry["answer"]), entry)
 
 
-_NON_ANSWER_CREDIT: dict[tuple[str, str, int, int], str | None] = {}
+_NON_ANSWER_CREDIT: dict[tuple[str, str, int, int, int], str | None] = {}
 
 
 def _guarded_score(name: str, dataset: Any, answer: str, entry: dict[str, Any]) -> float:
@@ -76,27 +78,27 @@ def _guarded_score(name: str, dataset: Any, answer: str, entry: dict[str, Any]) 
         return float(dataset.score_answer(answer, entry))
 
 
-def _probe_credit(name: str, config_json: str, seed: int, size: int) -> str | None:
-    """Which non-answer the draw's scorer pays on its first entries, e.g. ``"a tautology ('x = x') earned 0.01"``."""
-    dataset = _dataset(name, config_json, seed, size)
-    for index in range(min(size, PROBED_ENTRIES)):
-        entry = _entry(name, config_json, seed, size, index)
+def _entry_credit(key: tuple[str, str, int, int, int]) -> str | None:
+    """Which non-answer the scorer pays on one entry, e.g. ``"a tautology ('x = x') earned 0.01"`` (cached)."""
+    if key not in _NON_ANSWER_CREDIT:
+        _NON_ANSWER_CREDIT[key] = None
+        dataset, entry = _dataset(*key[:4]), _entry(*key)
         for what, text in non_answers(entry["question"]):
             try:
-                score = _guarded_score(name, dataset, text, entry)
+                score = _guarded_score(key[0], dataset, text, entry)
             except Exception:  # a probe the scorer cannot read earns nothing
                 continue
             if math.isfinite(score) and score > 0:
                 shown = text if len(text) <= 40 else text[:37] + "..."
-                return f"{what} ({shown!r}) earned {score:g}"
-    return None
-
-
-def _non_answer_credit(name: str, config_json: str, seed: int, size: int) -> str | None:
-    key = (name, config_json, seed, size)
-    if key not in _NON_ANSWER_CREDIT:
-        _NON_ANSWER_CREDIT[key] = _probe_credit(*key)
+                _NON_ANSWER_CREDIT[key] = f"{what} ({shown!r}) earned {score:g} on entry {key[4]}"
+                break
     return _NON_ANSWER_CREDIT[key]
+
+
+def _non_answer_credit(key: tuple[str, str, int, int, int]) -> str | None:
+    """Which non-answer the draw's scorer pays on its first ``PROBED_ENTRIES`` entries or on this one."""
+    probed = [*range(min(key[3], PROBED_ENTRIES)), key[4]]
+    return next(filter(None, (_entry_credit((*key[:4], index)) for index in probed)), None)
 
 
 def entry_for(name: str, config: dict[str, Any], seed: int, size: int, index: int) -> dict[str, Any]:
@@ -120,7 +122,7 @@ def prepare(request: dict[str, Any]) -> None:
             "the installed reasoning-gym differs from the one that built this task set"
         )
     _warm_scorer(name, config_json, seed, size, entry)
-    _non_answer_credit(name, config_json, seed, size)
+    _non_answer_credit((name, config_json, seed, size, index))
 
 
 def _unparsable(key: tuple[str, str, int, int, int], entry: dict[str, Any], error: Exception) -> str:
@@ -143,7 +145,7 @@ def score_reasoning_gym_answer(request: dict[str, Any]) -> dict[str, Any]:
     prepare(request)
     key = _key(request)
     entry = _entry(*key)
-    reply: dict[str, Any] = {"score": 0.0, "non_answer_credit": _non_answer_credit(*key[:4])}
+    reply: dict[str, Any] = {"score": 0.0, "non_answer_credit": _non_answer_credit(key)}
     guarded = request.get("guard", True)
     refused = guard_problem(key[0], request["answer"], entry) if guarded else None
     if refused is not None:
