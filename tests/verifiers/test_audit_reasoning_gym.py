@@ -6,7 +6,12 @@ import pytest
 
 from veriloop.tasks import import_tasks
 from veriloop.verifiers.audit._audit import audit_tasks
-from veriloop.verifiers.audit._exploits_reasoning_gym import other_numbers, restated_problems
+from veriloop.verifiers.audit._exploits_reasoning_gym import (
+    other_numbers,
+    restated_problems,
+    restated_questions,
+    tautologies,
+)
 
 
 def rows(tasks, raw: bool) -> dict[str, int]:
@@ -32,3 +37,24 @@ def test_unsolved_answers_come_from_the_tree_not_from_evaluating_text():
     assert other_numbers("__import__('os')") == [] and other_numbers("7") == []
     assert restated_problems("Calculate the antiderivative: ∫ 2 - 18*x**2 dx") == ["Integral(2 - 18*x**2, x) + C"]
     assert restated_problems("Calculate the following: (x + 1)*(x - 2)\nRules") == ["(x + 1)*(x - 2)"]
+
+
+def test_the_audit_reports_non_answers_that_earn_anything():
+    # knights_knaves pays 0.65 for its question given back; spell_backward 0.2 for "the answer is the answer".
+    tasks = import_tasks("reasoning-gym", dataset="knights_knaves", size=1, seed=1)
+    tasks += import_tasks("reasoning-gym", dataset="spell_backward", size=1, seed=1)
+    raw = rows(tasks, raw=True)
+    assert raw["restated_question"] >= 1 and raw["tautology"] == 2, raw
+    guarded = rows(tasks, raw=False)
+    assert guarded["restated_question"] == 0 and guarded["tautology"] == 0, guarded
+
+
+def test_non_answer_exploits_give_back_the_question_and_say_nothing():
+    prompt = "Find the GCD of 12 and 24.\nThink.\n\nGive only your final answer inside <answer></answer>."
+    assert restated_questions(prompt) == [
+        "Find the GCD of 12 and 24.\nThink.",
+        "Find the GCD of 12 and 24.",
+        "12 24",
+        "12, 24",
+    ]
+    assert "x = x" in tautologies("12") and "12 = 12" in tautologies("12")

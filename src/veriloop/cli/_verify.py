@@ -41,22 +41,59 @@ def start_sandbox_early(workers: int):
     return finish
 
 
+def _responses(responses_path: Path) -> list:
+    """Each row as a Response, or as the Score of a final workspace that cannot be judged (the
+    same as an episode gives it); every other bad row reported at once."""
+    from pydantic import ValidationError
+
+    from veriloop.core import RowErrors, describe_validation_error, iter_objects, judgeable_response
+
+    rows, errors = [], []
+    for number, obj, error in iter_objects(responses_path):
+        if error is None and not isinstance(obj, dict):
+            error = "a row must be a JSON object"
+        if error is None:
+            try:
+                rows.append((number, judgeable_response(obj)))
+                continue
+            except ValidationError as exc:
+                error = describe_validation_error(exc)
+        errors.append(f"{responses_path}: line {number}: {error}")
+    if errors:
+        raise RowErrors(errors)
+    return rows
+
+
 def _pairs(tasks_path: Path, responses_path: Path) -> list:
-    """``(task, response)`` per response row, in order; every bad row reported at once."""
-    from veriloop.core import Response, RowErrors, iter_objects, read_records
+    """``(task, response or its Score)`` per response row, in order; every bad row reported at once."""
+    from veriloop.core import RowErrors
     from veriloop.tasks import load_tasks
 
     tasks = {task.id: task for task in load_tasks(tasks_path)}
-    responses = read_records(responses_path, Response)
-    lines = [number for number, _, _ in iter_objects(responses_path)]
+    rows = _responses(responses_path)
     errors = [
-        f"{responses_path}: line {line}: task_id {response.task_id!r} is not in {tasks_path}"
-        for line, response in zip(lines, responses)
-        if response.task_id not in tasks
+        f"{responses_path}: line {line}: task_id {row.task_id!r} is not in {tasks_path}"
+        for line, row in rows
+        if row.task_id not in tasks
     ]
     if errors:
         raise RowErrors(errors)
-    return [(tasks[response.task_id], response) for response in responses]
+    return [(tasks[row.task_id], row) for _, row in rows]
+
+
+def _scores(pairs: list, workers: int, advance) -> list:
+    """Every row's score in order: rows already scored (an unjudgeable workspace) as they are."""
+    from veriloop.core import Score
+    from veriloop.verifiers import verify_many
+
+    to_verify = [(task, row) for task, row in pairs if not isinstance(row, Score)]
+    verified = iter(verify_many(to_verify, threads=2 * workers, on_score=lambda _: advance()))
+    scores = []
+    for _, row in pairs:
+        if isinstance(row, Score):
+            advance()
+        scores.append(row if isinstance(row, Score) else next(verified))
+    return scores
 
 
 def _summary(scores: list, seconds: float) -> list[str]:
@@ -89,6 +126,8 @@ def verify(
 
     Writes one score row per response row (reward, passed, status, detail, feedback) and prints
     a summary on stderr. A grader failure is an infra_error, counted apart, never a reward of 0.
+    A row whose final workspace is over bounds (too many files, too much content, a bad path)
+    scores 0 with the reason, as in an episode; the other rows are scored as usual.
     """
     import sys
     import time
@@ -100,15 +139,13 @@ def verify(
 
     load_plugins(plugins)
     finish_sandbox = start_sandbox_early(workers)
-    from veriloop.verifiers import verify_many
-
     pairs = _pairs(tasks, responses)
     finish_sandbox()
     started = time.perf_counter()
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     with Progress(console=err, transient=True, disable=not sys.stderr.isatty()) as progress:
         bar = progress.add_task("verifying", total=len(pairs))
-        scores = verify_many(pairs, threads=2 * workers, on_score=lambda _: progress.advance(bar))
+        scores = _scores(pairs, workers, lambda: progress.advance(bar))
     write_records(out, scores)
     for line in _summary(scores, time.perf_counter() - started):
         err.print(line, markup=False)

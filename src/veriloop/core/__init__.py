@@ -27,6 +27,7 @@ from veriloop.core._records import (
     Task,
     Trajectory,
     Turn,
+    judgeable_response,
 )
 from veriloop.core._registry import Registry
 from veriloop.core._workspace import (
@@ -36,6 +37,7 @@ from veriloop.core._workspace import (
     snapshot_archive,
     workspace_files,
     workspace_path,
+    workspace_problem,
 )
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "inline_files",
     "inline_form",
     "iter_jsonl_objects",
+    "judgeable_response",
     "iter_objects",
     "load_plugins",
     "read_parquet_rows",
@@ -74,6 +77,7 @@ __all__ = [
     "snapshot_archive",
     "workspace_files",
     "workspace_path",
+    "workspace_problem",
     "write_jsonl",
     "write_parquet",
     "write_records",

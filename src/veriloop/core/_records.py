@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from veriloop.core._workspace import inline_files, workspace_files
+from veriloop.core._workspace import inline_files, workspace_files, workspace_problem
 
 ENVIRONMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
@@ -159,6 +160,25 @@ class Score(Record):
         if self.status == "scored" and (self.reward is None or not math.isfinite(self.reward)):
             raise ValueError("a scored score needs a finite reward")
         return self
+
+
+def judgeable_response(row: Mapping[str, Any]) -> Response | Score:
+    """``row`` as a Response; or, when its final workspace cannot be judged (over the bounds of
+    ``MAX_FILES`` and ``MAX_BYTES``, a bad path or content), the Score such a response gets: reward
+    0, scored (the workspace is the policy's doing, not the grader's), saying why. Any other bad
+    field raises ValidationError. Episodes and ``veriloop verify`` both read responses through
+    here, so a workspace over bounds scores the same in both."""
+    problem = workspace_problem(row.get("workspace"))
+    if problem is None:
+        return Response.model_validate(dict(row))
+    response = Response.model_validate({**row, "workspace": None})
+    return Score(
+        id=response.id,
+        task_id=response.task_id,
+        reward=0.0,
+        detail=f"the final workspace cannot be judged: {problem}",
+        feedback=f"Your final workspace cannot be judged: {problem}.",
+    )
 
 
 ExecStatus = Literal["ok", "error", "timeout", "memory_limit", "output_limit", "killed"]

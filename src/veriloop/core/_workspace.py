@@ -55,6 +55,18 @@ def inline_files(files: Mapping[str, Any]) -> dict[str, bytes]:
     return _within_bounds(decoded, "inline workspace")
 
 
+def workspace_problem(files: Any) -> str | None:
+    """Why an inline workspace cannot be used (too many files, too much content, a bad path or
+    content), or None; None too for what is not a ``{path: content}`` map (a type error elsewhere)."""
+    if not isinstance(files, Mapping):
+        return None
+    try:
+        inline_files(files)
+    except WorkspaceError as exc:
+        return str(exc)
+    return None
+
+
 def inline_form(files: Mapping[str, bytes]) -> dict[str, Any]:
     """``{path: bytes}`` as an inline workspace: text where the bytes are UTF-8, else base64."""
     form: dict[str, Any] = {}

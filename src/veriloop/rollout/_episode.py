@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from veriloop.core import (
     Message,
@@ -30,9 +30,8 @@ from veriloop.core import (
     Task,
     Trajectory,
     Turn,
-    WorkspaceError,
-    describe_validation_error,
     inline_form,
+    judgeable_response,
     snapshot_archive,
 )
 from veriloop.rollout._actions import Action, parse_action, tool_instructions
@@ -399,14 +398,10 @@ async def _verify_final(verify: Verify, task: Task, state: _State, text: str) ->
     turns = tuple(turn.text for turn in state.turns if turn.role == "assistant")
     if state.workspace is None:
         return await verify(task, Response(id=task.id, task_id=task.id, response=text, turns=turns))
-    try:
-        final = inline_form(state.workspace.files())
-        response = Response(id=task.id, task_id=task.id, response=text, workspace=final, turns=turns)
-    except (WorkspaceError, ValidationError) as exc:
-        problem = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
-        detail = f"the final workspace cannot be judged: {problem}"
-        return Score(id=task.id, task_id=task.id, reward=0.0, detail=detail, feedback="The workspace is too large.")
-    return await verify(task, response)
+    final = inline_form(state.workspace.files())
+    row = {"id": task.id, "task_id": task.id, "response": text, "workspace": final, "turns": turns}
+    judged = judgeable_response(row)
+    return judged if isinstance(judged, Score) else await verify(task, judged)
 
 
 def _generation_failed(task: Task, sample: Sample) -> Score:

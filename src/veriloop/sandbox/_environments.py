@@ -111,12 +111,14 @@ def check_name(name: str) -> str:
     return name
 
 
-def build_command(name: str) -> str:
-    return f"veriloop env build {name} --packages PACKAGE..."
+def build_command(name: str, packages: Sequence[str] = ()) -> str:
+    """The command that builds ``name``: with ``packages`` when they are known, else a placeholder."""
+    return f"veriloop env build {name} {' '.join(packages) or '--packages PACKAGE...'}"
 
 
-def load_environment(name: str) -> Environment:
-    """The environment called ``name``; UserError naming the build command when there is none."""
+def load_environment(name: str, packages: Sequence[str] = ()) -> Environment:
+    """The environment called ``name``; UserError naming the build command when there is none
+    (with ``packages``, the packages the caller knows it needs, spelled out in that command)."""
     check_name(name)
     manifest = environment_store() / f"{name}.json"
     try:
@@ -124,14 +126,16 @@ def load_environment(name: str) -> Environment:
         environment = Environment(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
     except FileNotFoundError:
         raise UserError(
-            f"environment {name!r} is not built (in {manifest.parent}); build it with `{build_command(name)}`"
+            f"environment {name!r} is not built (in {manifest.parent}); build it with `{build_command(name, packages)}`"
         ) from None
     except (OSError, ValueError, TypeError) as exc:
         raise UserError(
-            f"{manifest}: not an environment manifest ({exc}); rebuild it with `{build_command(name)}`"
+            f"{manifest}: not an environment manifest ({exc}); rebuild it with `{build_command(name, packages)}`"
         ) from None
     if not os.path.isfile(environment.python):
-        raise UserError(f"environment {name!r}: {environment.path} is gone; rebuild it with `{build_command(name)}`")
+        raise UserError(
+            f"environment {name!r}: {environment.path} is gone; rebuild it with `{build_command(name, packages)}`"
+        )
     return environment
 
 

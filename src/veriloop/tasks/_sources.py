@@ -41,6 +41,9 @@ class TaskSource(Generic[OptionsT]):
     options: type[OptionsT]
     build: Callable[[OptionsT], list[Task]]
     argument: str | None = None  # the option filled by the command line's positional argument
+    environment_packages: tuple[str, ...] = ()
+    """Packages the environment its tasks name must hold; a missing environment's message spells
+    them out in its build command."""
 
     @property
     def summary(self) -> str:
@@ -124,14 +127,18 @@ def generated_task(
 
 
 def register_generator(
-    name: str, options: type[OptionsT]
+    name: str, options: type[OptionsT], environment_packages: tuple[str, ...] = ()
 ) -> Callable[[Callable[[OptionsT], list[Task]]], Callable[[OptionsT], list[Task]]]:
-    """Decorator registering ``generate(options) -> list[Task]``; ``options`` extends GeneratorOptions."""
+    """Decorator registering ``generate(options) -> list[Task]``; ``options`` extends GeneratorOptions.
+    ``environment_packages``: what the environment its tasks run on must hold (see ``TaskSource``);
+    its tasks must then carry ``metadata["generator"]`` (``generated_task`` writes it)."""
     if not issubclass(options, GeneratorOptions):
         raise TypeError("generator options must extend GeneratorOptions (seed and size)")
 
     def add(build: Callable[[OptionsT], list[Task]]) -> Callable[[OptionsT], list[Task]]:
-        GENERATORS.add(name, TaskSource(name=name, options=options, build=build))
+        GENERATORS.add(
+            name, TaskSource(name=name, options=options, build=build, environment_packages=environment_packages)
+        )
         return build
 
     return add

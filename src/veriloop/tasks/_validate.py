@@ -15,6 +15,7 @@ from veriloop.core import (
     inline_files,
     inline_form,
     UnknownNameError,
+    UserError,
     WorkspaceError,
     describe_validation_error,
     iter_objects,
@@ -76,15 +77,45 @@ def gold_answer(task: Task) -> Response:
     return Response(id=task.id, task_id=task.id, response=gold_response(task) or "")
 
 
+def _environment_packages(tasks: list[Task]) -> tuple[str, ...]:
+    """The packages the generators of ``tasks`` say their environment must hold."""
+    from veriloop.tasks._sources import GENERATORS
+
+    generators = sorted({str(task.metadata.get("generator")) for task in tasks} & set(GENERATORS.names()))
+    return tuple(dict.fromkeys(p for name in generators for p in GENERATORS.get(name).environment_packages))
+
+
+def unbuilt_environments(tasks: list[Task]) -> dict[str, str]:
+    """``{environment: why it cannot be used}`` for each environment ``tasks`` name that is not built,
+    the message naming the build command with the packages the tasks' generator needs."""
+    from veriloop.sandbox import load_environment
+
+    problems = {}
+    for name in sorted({task.environment for task in tasks if task.environment}):
+        try:
+            load_environment(name, _environment_packages([t for t in tasks if t.environment == name]))
+        except UserError as exc:
+            problems[name] = str(exc)
+    return problems
+
+
 def gold_failures(path: str | os.PathLike[str], tasks: list[tuple[int, Task]]) -> list[str]:
     """``FILE: line N: gold answer fails its verifier: ...`` for each ``(line, task)`` whose
-    gold answer does not pass (an infra error counts: the gold could not be checked)."""
+    gold answer does not pass (an infra error counts: the gold could not be checked), or
+    ``FILE: line N: gold answer not checked: ...`` when the environment it runs on is not built."""
     from veriloop.verifiers import code_workers, verify_many
 
     with_gold = [(line, task) for line, task in tasks if task.gold is not None]
+    unbuilt = unbuilt_environments([task for _, task in with_gold])
+    missing = [
+        f"{path}: line {line}: gold answer not checked: {unbuilt[task.environment]}"
+        for line, task in with_gold
+        if task.environment in unbuilt
+    ]
+    with_gold = [(line, task) for line, task in with_gold if task.environment not in unbuilt]
     pairs = [(task, gold_answer(task)) for _, task in with_gold]
     scores = verify_many(pairs, threads=2 * code_workers())
-    return [
+    return missing + [
         f"{path}: line {line}: gold answer fails its verifier: {score.detail}"
         for (line, _), score in zip(with_gold, scores)
         if not score.passed

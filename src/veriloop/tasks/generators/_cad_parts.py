@@ -242,7 +242,7 @@ def _prompt(part: Part) -> str:
     )
 
 
-@register_generator("cad", CadOptions)
+@register_generator("cad", CadOptions, environment_packages=CAD_ENVIRONMENT_PACKAGES)
 def generate_cad(options: CadOptions) -> list[Task]:
     """Parts and assemblies to model by script, checked by ``cad_geometry`` against a reference model."""
     tasks = []

@@ -501,7 +501,7 @@ def terminal_repo_records(options: TerminalReposOptions) -> list[dict[str, Any]]
     return records
 
 
-@register_generator(GENERATOR, TerminalReposOptions)
+@register_generator(GENERATOR, TerminalReposOptions, environment_packages=("pytest",))
 def generate_terminal_repos(options: TerminalReposOptions) -> list[Task]:
     """Small Python repositories with a bug to fix or an API change to make, checked by hidden tests."""
     if "workspace" not in Task.model_fields:

@@ -5,7 +5,8 @@ verifier, which rebuilds the entry and scores answers with the generator's own s
 Generators without a single reference answer (e.g. ``graph_color``) give tasks without gold.
 Tasks refuse hedges (``hedges: refuse``, written into each verifier): credit goes to one
 committed answer only; ``hedges=lenient`` keeps each scorer's own partial credit for answers
-that hold the gold among other words.
+that hold the gold among other words. Partial credit is kept only where the scorer pays no
+non-answer (``partial_credit=auto``, written into each verifier); ``partial_credit=on`` keeps it always.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ class ReasoningGymOptions(SourceOptions):
     hedges: Literal["refuse", "lenient"] = Field(
         default="refuse",
         description="refuse: credit only for one committed answer; lenient: the scorer's own partial credit",
+    )
+    partial_credit: Literal["auto", "on"] = Field(
+        default="auto",
+        description="auto: no partial credit from a scorer that pays non-answers (the question given back, "
+        "a tautology); on: the scorer's partial credit always",
     )
 
     @field_validator("config", mode="before")
@@ -84,6 +90,7 @@ def import_reasoning_gym(options: ReasoningGymOptions) -> list[Task]:
                     "size": options.size,
                     "index": index,
                     "hedges": options.hedges,
+                    "partial_credit": options.partial_credit,
                 },
                 gold=None if answer is None else str(answer),
                 metadata={

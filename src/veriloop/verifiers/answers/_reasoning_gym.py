@@ -20,6 +20,15 @@ credit of lenient scorers (reasoning-gym's default gives ``len(gold) / len(answe
 answer containing the gold). The committed answer is the tagged one, or without a tag the
 whole response: so reasoning followed by an untagged short answer counts as a hedge, and the
 importer's instruction asks for the tag. ``hedges: lenient`` keeps the scorer's own score.
+
+Non-answers earn nothing. An answer that commits to no solution (``_commitment``: empty or a
+placeholder, a tautology such as ``x = x``, the question's text or numbers given back) scores 0
+before any scorer sees it. And partial credit is kept only from scorers that do not pay for
+form: each draw's scorer is probed with such non-answers (in its box, see
+``_reasoning_gym_check``), and when any of them earns more than 0 the reward is 1 for a pass and
+0 otherwise (``partial_credit: auto``, the default); ``partial_credit: on`` keeps the scorer's
+partial credit regardless, and ``hedges: lenient`` keeps it for the gold among other words. A scorer that raises on an answer it cannot read scores that answer 0;
+a scorer that cannot run is an infra error.
 """
 
 from __future__ import annotations
@@ -31,8 +40,9 @@ from pydantic import Field
 
 from veriloop.core import Task
 from veriloop.verifiers._registry import Verdict, VerifierConfig, register_verifier
-from veriloop.verifiers.answers._tags import tag_contents
 from veriloop.verifiers.answers._check_pool import CheckTimeout, shared_pool
+from veriloop.verifiers.answers._commitment import commitment_problem
+from veriloop.verifiers.answers._tags import tag_contents
 
 REASONING_GYM_CHECK = "veriloop.verifiers.answers._reasoning_gym_check:score_reasoning_gym_answer"
 
@@ -57,6 +67,11 @@ class ReasoningGymConfig(VerifierConfig):
         "(to audit the scorer itself; the check still runs in its box)",
     )
     binary: bool = Field(default=False, description="reward 1 when passed, else 0 (no partial credit)")
+    partial_credit: Literal["auto", "on"] = Field(
+        default="auto",
+        description="auto: the scorer's partial credit unless it pays a non-answer (the question given back, "
+        "a tautology, an empty answer) on this draw, then 1 for a pass and 0 otherwise; on: always keep it",
+    )
     pass_threshold: float = Field(default=1.0, gt=0, le=1, description="score that counts as passed")
     timeout_s: float = Field(default=10.0, gt=0, le=600, description="hard wall-clock limit of one check")
     check_question: bool = Field(
@@ -109,6 +124,58 @@ def _hedged(config: ReasoningGymConfig, task: Task, answer: str, score: float) -
     return len(gold.split()) <= SHORT_GOLD_WORDS or score < config.pass_threshold
 
 
+def _refused(detail: str, feedback: str) -> Verdict:
+    return Verdict(0.0, False, detail=detail, feedback=feedback)
+
+
+def _early_refusal(config: ReasoningGymConfig, task: Task, answer: str) -> Verdict | None:
+    """0 for an answer that commits to no solution (see ``_commitment``), before any scorer runs."""
+    if config.raw_scorer:
+        return None
+    problem = commitment_problem(answer, _prompt_text(task), None if task.gold is None else str(task.gold))
+    if problem is None:
+        return None
+    return _refused(
+        f"{config.dataset}: answer refused before scoring: it commits to no solution ({problem})",
+        "Your answer does not answer the question; give your solution inside <answer></answer>.",
+    )
+
+
+def _scorer_refusal(config: ReasoningGymConfig, result: dict[str, Any], shown: str) -> Verdict | None:
+    """0 for an answer the guard refused or the scorer could not read."""
+    if "refused" in result:
+        return _refused(
+            f"{config.dataset}: answer refused before scoring: {result['refused']}",
+            f"Your answer {shown!r} is not a valid answer here: {result['refused']}.",
+        )
+    if "unparsable" in result:
+        return _refused(
+            f"{config.dataset}: the scorer could not read the answer ({result['unparsable']})",
+            f"Your answer {shown!r} is not in the form the question asks for.",
+        )
+    return None
+
+
+def _keeps_partial_credit(config: ReasoningGymConfig, task: Task, answer: str) -> bool:
+    """Partial credit asked for: always (``partial_credit: on``), or for the gold among other words
+    (``hedges: lenient``)."""
+    if config.partial_credit == "on":
+        return True
+    return config.hedges == "lenient" and task.gold is not None and buried_gold(answer, str(task.gold))
+
+
+def _reward(config: ReasoningGymConfig, task: Task, answer: str, result: dict[str, Any]) -> tuple[float, str]:
+    """The reward for the scorer's score, and why partial credit was dropped (empty when it was not)."""
+    score = float(result["score"])
+    passed = score >= config.pass_threshold
+    if config.binary or config.raw_scorer or passed:
+        return (float(passed) if config.binary else score), ""
+    leak = result.get("non_answer_credit")
+    if not leak or score <= 0 or _keeps_partial_credit(config, task, answer):
+        return score, ""
+    return 0.0, f"; partial credit is off for this draw: its scorer pays non-answers ({leak})"
+
+
 @register_verifier("reasoning_gym", ReasoningGymConfig)
 def check_reasoning_gym(config: ReasoningGymConfig, task: Task, response: str) -> Verdict:
     """The generator's own score for the answer (see the module docstring)."""
@@ -120,6 +187,9 @@ def check_reasoning_gym(config: ReasoningGymConfig, task: Task, response: str) -
             detail=problem,
             feedback=f"Found {problem}; give exactly one final answer inside <answer></answer>.",
         )
+    early = _early_refusal(config, task, answer)
+    if early is not None:
+        return early
     request = {
         "dataset": config.dataset,
         "config": config.config,
@@ -135,28 +205,22 @@ def check_reasoning_gym(config: ReasoningGymConfig, task: Task, response: str) -
     except CheckTimeout as exc:
         raise CheckTimeout(f"{config.dataset} scorer: {exc}") from None
     shown = answer if len(answer) <= 80 else answer[:77] + "..."
-    if "refused" in result:
-        return Verdict(
-            0.0,
-            False,
-            detail=f"{config.dataset}: answer refused before scoring: {result['refused']}",
-            feedback=f"Your answer {shown!r} is not a valid answer here: {result['refused']}.",
-        )
+    refusal = _scorer_refusal(config, result, shown)
+    if refusal is not None:
+        return refusal
     score = float(result["score"])
     if _hedged(config, task, answer, score):
-        return Verdict(
-            0.0,
-            False,
-            detail=f"{config.dataset}: the gold answer is among other words or numbers in {shown!r} (a hedge)",
-            feedback="Give exactly one final answer and nothing else inside <answer></answer>.",
+        return _refused(
+            f"{config.dataset}: the gold answer is among other words or numbers in {shown!r} (a hedge)",
+            "Give exactly one final answer and nothing else inside <answer></answer>.",
         )
     passed = score >= config.pass_threshold
-    reward = float(passed) if config.binary else score
+    reward, dropped = _reward(config, task, answer, result)
     if passed:
         return Verdict(reward, True, detail=f"{config.dataset} scorer gave {score:g}", feedback="Correct.")
     return Verdict(
         reward,
         False,
-        detail=f"{config.dataset} scorer gave {score:g} for {shown!r}",
-        feedback=f"Your answer {shown!r} is not correct" + (" (partly right)." if score > 0 else "."),
+        detail=f"{config.dataset} scorer gave {score:g} for {shown!r}{dropped}",
+        feedback=f"Your answer {shown!r} is not correct" + (" (partly right)." if reward > 0 else "."),
     )

@@ -12,6 +12,20 @@ scorer's lazy imports and caches are warm; ``score_reasoning_gym_answer`` runs i
 forked for one check. Before a scorer that parses answers as expressions sees one, its guard
 (``_reasoning_gym_guards``) must accept it as data (a refused answer scores 0), and scorers
 that ``eval`` answers run with an ``eval`` that reads literals only.
+
+The template also probes the scorer with non-answers (``_commitment.non_answers``: the question
+given back, a tautology, an empty answer, the question's numbers) on the draw's first
+``PROBED_ENTRIES`` entries and on the task's own, once each; every reply says which of them
+earned credit, if any, so the host can turn the scorer's partial credit off where it pays for
+form rather than progress. (Some scorers pay a non-answer on few entries: knights_knaves on 2
+of 40, so one entry alone is too few to judge a draw by.)
+
+An exception the scorer raises while it reads an answer (garbage text, unbalanced brackets, a
+value of the wrong type) is the answer's fault and scores 0 (``{"unparsable": why}``), once the
+same scorer has read this entry's gold answer without raising; when the gold raises too, or
+the exception is one of ``ENVIRONMENT_FAILURES`` (a package or file the scorer needs is
+missing), the scorer is broken and the check fails as an infra error. A worker that dies is an
+infra error as well (the pool reports it).
 """
 
 from __future__ import annotations
@@ -24,7 +38,12 @@ from typing import Any
 
 import reasoning_gym
 
+from veriloop.verifiers.answers._commitment import non_answers
 from veriloop.verifiers.answers._reasoning_gym_guards import guard_problem, literals_only
+
+PROBED_ENTRIES = 8
+ENVIRONMENT_FAILURES = (ImportError, OSError)
+"""Exceptions that say the scorer's environment is broken, whatever the answer."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -48,6 +67,40 @@ def _warm_scorer(name: str, config_json: str, seed: int, size: int, entry: dict[
     _dataset(name, config_json, seed, size).score_answer(str(entry["answer"]), entry)
 
 
+_NON_ANSWER_CREDIT: dict[tuple[str, str, int, int, int], str | None] = {}
+
+
+def _guarded_score(name: str, dataset: Any, answer: str, entry: dict[str, Any]) -> float:
+    """The scorer's score for ``answer`` behind its guard (a refused answer scores 0)."""
+    if guard_problem(name, answer, entry) is not None:
+        return 0.0
+    with literals_only(name):
+        return float(dataset.score_answer(answer, entry))
+
+
+def _entry_credit(key: tuple[str, str, int, int, int]) -> str | None:
+    """Which non-answer the scorer pays on one entry, e.g. ``"a tautology ('x = x') earned 0.01"`` (cached)."""
+    if key not in _NON_ANSWER_CREDIT:
+        _NON_ANSWER_CREDIT[key] = None
+        dataset, entry = _dataset(*key[:4]), _entry(*key)
+        for what, text in non_answers(entry["question"]):
+            try:
+                score = _guarded_score(key[0], dataset, text, entry)
+            except Exception:  # a probe the scorer cannot read earns nothing
+                continue
+            if math.isfinite(score) and score > 0:
+                shown = text if len(text) <= 40 else text[:37] + "..."
+                _NON_ANSWER_CREDIT[key] = f"{what} ({shown!r}) earned {score:g} on entry {key[4]}"
+                break
+    return _NON_ANSWER_CREDIT[key]
+
+
+def _non_answer_credit(key: tuple[str, str, int, int, int]) -> str | None:
+    """Which non-answer the draw's scorer pays on its first ``PROBED_ENTRIES`` entries or on this one."""
+    probed = [*range(min(key[3], PROBED_ENTRIES)), key[4]]
+    return next(filter(None, (_entry_credit((*key[:4], index)) for index in probed)), None)
+
+
 def entry_for(name: str, config: dict[str, Any], seed: int, size: int, index: int) -> dict[str, Any]:
     """The dataset entry (question, answer, metadata) behind one reasoning-gym task."""
     return _entry(name, json.dumps(config, sort_keys=True), seed, size, index)
@@ -69,19 +122,40 @@ def prepare(request: dict[str, Any]) -> None:
             "the installed reasoning-gym differs from the one that built this task set"
         )
     _warm_scorer(name, config_json, seed, size, entry)
+    _non_answer_credit((name, config_json, seed, size, index))
+
+
+def _unparsable(key: tuple[str, str, int, int, int], entry: dict[str, Any], error: Exception) -> str:
+    """Why the scorer could not read the answer; raises when it cannot read the gold either."""
+    if isinstance(error, ENVIRONMENT_FAILURES):
+        raise error
+    if entry.get("answer") is not None:
+        try:
+            _dataset(*key[:4]).score_answer(str(entry["answer"]), entry)
+        except Exception as gold_error:
+            raise ValueError(
+                f"{key[0]} scorer fails on the gold answer too ({type(gold_error).__name__}: {gold_error})"
+            ) from None
+    return f"{type(error).__name__}: {error}"[:200]
 
 
 def score_reasoning_gym_answer(request: dict[str, Any]) -> dict[str, Any]:
-    """``{"score": float}`` from the dataset's own scorer, or ``{"score": 0, "refused": why}``."""
+    """``{"score": float, "non_answer_credit": str | None}``, plus ``"refused"`` (the guard refused the
+    answer) or ``"unparsable"`` (the scorer raised reading it), both with a score of 0."""
     prepare(request)
     key = _key(request)
     entry = _entry(*key)
+    reply: dict[str, Any] = {"score": 0.0, "non_answer_credit": _non_answer_credit(key)}
     guarded = request.get("guard", True)
     refused = guard_problem(key[0], request["answer"], entry) if guarded else None
     if refused is not None:
-        return {"score": 0.0, "refused": refused}
-    with literals_only(key[0]) if guarded else contextlib.nullcontext():
-        score = float(_dataset(*key[:4]).score_answer(request["answer"], entry))
+        return {**reply, "refused": refused}
+    try:
+        with literals_only(key[0]) if guarded else contextlib.nullcontext():
+            raw = _dataset(*key[:4]).score_answer(request["answer"], entry)
+    except Exception as exc:
+        return {**reply, "unparsable": _unparsable(key, entry, exc)}
+    score = float(raw)
     if not math.isfinite(score):
         raise ValueError(f"{key[0]} scorer returned {score}")
-    return {"score": min(1.0, max(0.0, score))}
+    return {**reply, "score": min(1.0, max(0.0, score))}

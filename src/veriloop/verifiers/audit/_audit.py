@@ -3,7 +3,8 @@
 For a sample of tasks of each verifier kind: the gold answer must pass, every time
 (repeated runs must agree, or the verifier is flaky); each exploit of the library
 (``_exploits``) must not pass; the gold answer's mutants must not all pass; and no task may
-have a known weakness (``TASK_WEAKNESSES``: tests that check only the prompt's examples). A hostile
+have a known weakness (``TASK_WEAKNESSES``: tests that check only the prompt's examples). A
+non-answer (a restated question, a tautology) fools a verifier with any reward above 0. A hostile
 response that makes the grader fail (an infra error) counts against the verifier too: a
 policy would learn to aim for it. The other way round, every honest form of the gold answer
 (``_honest_forms``: the same value written another way) must pass as the gold does.
@@ -22,7 +23,7 @@ from veriloop.verifiers.audit import _exploits_reasoning_gym  # noqa: F401  (reg
 from veriloop.verifiers.audit import _exploits_math  # noqa: F401  (registers its adapter)
 from veriloop.verifiers.audit import _exploits_cad, _exploits_documents  # noqa: F401  (register their adapters)
 from veriloop.verifiers._batch import verify_many
-from veriloop.verifiers.audit._exploits import Exploit, exploits_for, gold_response, weakness_of
+from veriloop.verifiers.audit._exploits import PAID_FOR_NOTHING, Exploit, exploits_for, gold_response, weakness_of
 from veriloop.verifiers.audit._honest_forms import HonestForm, honest_forms_for
 from veriloop.verifiers.audit._regressions import REVIEWED_HACK, RegressionCase
 
@@ -75,8 +76,11 @@ def _sample(tasks: Sequence[Task], per_kind: int) -> list[Task]:
     return chosen
 
 
-def _fooled(score: Score) -> bool:
-    return score.status == "scored" and (score.passed or (score.reward or 0.0) >= 1.0)
+def _fooled(score: Score, category: str = "") -> bool:
+    """A pass or full reward; for a non-answer (``PAID_FOR_NOTHING``), any reward at all."""
+    reward = score.reward or 0.0
+    paid = reward > 0.0 if category in PAID_FOR_NOTHING else reward >= 1.0
+    return score.status == "scored" and (score.passed or paid)
 
 
 def _gold_problems(task: Task, scores: list[Score]) -> tuple[str | None, str | None]:
@@ -94,14 +98,11 @@ def _rows(results: list[tuple[Task, Exploit, Score]]) -> list[AuditRow]:
     rows = []
     for (kind, category), per_task in sorted(grouped.items()):
         all_must_pass = category == "mutated_gold"
-        fooled_tasks = [
-            task_id
-            for task_id, scores in per_task.items()
-            if (all(map(_fooled, scores)) if all_must_pass else any(map(_fooled, scores)))
-        ]
+        fooled = [[_fooled(score, category) for score in scores] for scores in per_task.values()]
+        fooled_tasks = [marks for marks in fooled if (all(marks) if all_must_pass else any(marks))]
         every = [s for scores in per_task.values() for s in scores]
         broke = [s for s in every if s.status == "infra_error"]
-        worst = max(every, key=lambda s: (_fooled(s), s.status == "infra_error", s.reward or 0.0))
+        worst = max(every, key=lambda s: (_fooled(s, category), s.status == "infra_error", s.reward or 0.0))
         rows.append(
             AuditRow(
                 kind=kind,
