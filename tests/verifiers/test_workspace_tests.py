@@ -101,6 +101,110 @@ def test_planted_test_machinery_earns_nothing(task, technique):
     assert score.reward <= 0.5, (technique, score.detail)  # never more than the unfixed workspace
 
 
+WRONG_ADD = "\n\ndef add(a, b):\n    return 0\n\n\ndef double(x):\n    return 2 * x\n"
+FORGED_REPORT = (
+    "def _forge():\n"
+    "    import sys\n"
+    "    path = next((a.split('=', 1)[-1] for a in sys.argv if a.endswith('.xml')), None)\n"
+    "    if path is None and '--junitxml' in sys.argv:\n"
+    "        path = sys.argv[sys.argv.index('--junitxml') + 1]\n"
+    "    if path:\n"
+    "        cases = ''.join('<testcase classname=\"tests.test_hidden%s\" name=\"%s\" file=\"tests/test_hidden.py\"/>' % c\n"
+    "                        for c in [('', 'test_add'), ('', 'test_double[0]'), ('', 'test_double[4]'),\n"
+    "                                  ('.TestMore', 'test_negative')])\n"
+    "        open(path, 'w').write('<testsuites><testsuite tests=\"4\">' + cases + '</testsuite></testsuites>')\n"
+)
+IN_PROCESS = {
+    "patched TestReport": (
+        "import _pytest.reports\n_init = _pytest.reports.TestReport.__init__\n\n\n"
+        "def _passed(self, *a, **k):\n    _init(self, *a, **k)\n    self.outcome = 'passed'\n    self.longrepr = None\n\n\n"
+        "_pytest.reports.TestReport.__init__ = _passed\n"
+    ),
+    "report rewritten at exit": FORGED_REPORT + "import atexit\natexit.register(_forge)\n",
+    "report rewritten by a forked child": (
+        FORGED_REPORT + "import os, time\nif os.fork() == 0:\n"
+        "    parent = os.getppid()\n"
+        "    while os.getppid() == parent:\n        time.sleep(0.01)\n"
+        "    _forge()\n    os._exit(0)\n"
+    ),
+    "patched junitxml": (
+        "import _pytest.junitxml\n"
+        "_pytest.junitxml._NodeReporter.append_failure = lambda self, report: None\n"
+        "_pytest.junitxml._NodeReporter.append_error = lambda self, report: None\n"
+    ),
+    "test runner replaced through sys.modules": (
+        "import sys\nsys.modules['_pytest.python'].Function.runtest = lambda self: None\n"
+    ),
+    "replaced AssertionError": (
+        "import builtins, sys\n"
+        "class _Quiet(BaseException):\n    pass\n"
+        "builtins.AssertionError = sys.modules['_pytest.outcomes'].Skipped\n"
+    ),
+    "test module's globals rewritten": (
+        "import sys\n\n\ndef _empty(function):\n    code = function.__code__\n"
+        "    names = ', '.join(code.co_varnames[: code.co_argcount])\n"
+        "    space = {}\n    exec(f'def {function.__name__}({names}):\\n    pass', space)\n"
+        "    space[function.__name__].__dict__.update(function.__dict__)\n"
+        "    return space[function.__name__]\n\n\n"
+        "def _profile(frame, event, arg):\n"
+        "    if event == 'return' and frame.f_code.co_name == '<module>' and 'test_hidden' in frame.f_code.co_filename:\n"
+        "        space = frame.f_globals\n"
+        "        for name, value in list(space.items()):\n"
+        "            if name.startswith('test') and callable(value):\n"
+        "                space[name] = _empty(value)\n"
+        "            elif name.startswith('Test') and isinstance(value, type):\n"
+        "                for attribute, method in list(vars(value).items()):\n"
+        "                    if attribute.startswith('test'):\n"
+        "                        setattr(value, attribute, _empty(method))\n"
+        "        sys.setprofile(None)\n\n\n"
+        "sys.setprofile(_profile)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("technique", sorted(IN_PROCESS))
+def test_code_under_test_cannot_change_the_verdict_from_its_own_process(task, technique):
+    ops = IN_PROCESS[technique] + WRONG_ADD
+    score = _score(task, {**INITIAL, "calc/ops.py": ops})
+    assert score.status == "scored" and not score.passed, (technique, score.detail)
+    assert score.reward <= 0.5, (technique, score.detail)
+
+
+TWO_FOLDERS = {
+    "tests/first/test_first.py": "from calc.ops import double\n\n\ndef test_double():\n    assert double(2) == 4\n",
+    "tests/second/test_second.py": (
+        "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+        "def test_add_negative():\n    assert add(-2, -3) == -5\n"
+    ),
+}
+ON_DISK = {
+    "hidden tests rewritten before collection": (
+        "import pathlib\npathlib.Path('tests/second/test_second.py').write_text(\n"
+        "    'def test_add():\\n    pass\\n\\n\\ndef test_add_negative():\\n    pass\\n')\n"
+    ),
+    "conftest written before collection": (
+        "import pathlib\npathlib.Path('tests/second/conftest.py').write_text(\n"
+        "    'import pytest\\n\\n\\n@pytest.hookimpl(hookwrapper=True)\\n'\n"
+        "    'def pytest_runtest_makereport(item, call):\\n    outcome = yield\\n'\n"
+        "    '    outcome.get_result().outcome = \"passed\"\\n')\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("technique", sorted(ON_DISK))
+def test_files_written_during_the_run_do_not_change_the_tests(env_with_pytest, technique):
+    two = Task(
+        id="two",
+        domain="terminal",
+        prompt="fix add",
+        verifier={"kind": "workspace_tests", "files": TWO_FOLDERS},
+        environment="pytest",
+        workspace=INITIAL,
+    )
+    score = _score(two, {**INITIAL, "calc/ops.py": ON_DISK[technique] + WRONG_ADD})
+    assert score.status == "scored" and score.reward == pytest.approx(1 / 3), (technique, score.detail)
+
+
 def test_a_planted_file_that_the_task_shipped_is_kept(env_with_pytest):
     conftest = "import pytest\n\n@pytest.fixture\ndef three():\n    return 3\n"
     hidden = {"tests/test_fixture.py": "def test_three(three):\n    assert three == 3\n"}

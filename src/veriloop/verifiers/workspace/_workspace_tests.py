@@ -29,9 +29,20 @@ from pathlib import Path, PurePosixPath
 from pydantic import Field, field_validator, model_validator
 
 from veriloop.core import Snapshot, Task, WorkspaceError, snapshot_archive, workspace_path
+from veriloop.sandbox import joined_source
+from veriloop.verifiers.code.sandboxed import _wire
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
 
-RUNNER_SOURCE = (Path(__file__).parent / "sandboxed" / "_test_runner.py").read_text(encoding="utf-8")
+_SANDBOXED = Path(__file__).parent / "sandboxed"
+RUNNER_SOURCE = (_SANDBOXED / "_test_runner.py").read_text(encoding="utf-8")
+_ON_ITS_FOLDER = "import os as _os, sys as _sys\n_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))\n"
+PYTEST_SCRIPTS = {
+    "_wire.py": Path(_wire.__file__).read_text(encoding="utf-8"),
+    "pytest_process.py": _ON_ITS_FOLDER
+    + joined_source(_SANDBOXED, ("_workspace_proxy", "_workspace_imports", "_pytest_process")),
+    "candidate.py": _ON_ITS_FOLDER + joined_source(_SANDBOXED, ("_workspace_candidate",)),
+}
+"""The scripts of a pytest run's test and candidate processes, written to the run's private folder."""
 PYTEST = ["python", "-m", "pytest", "-q"]
 _BYTECODE_DIRS = frozenset({"__pycache__", ".pytest_cache"})
 _BYTECODE_SUFFIXES = (".pyc", ".pyo", ".pth")
@@ -138,10 +149,18 @@ def verdict_workspace(
     return kept, sorted(removed)
 
 
-def runner_program(config: WorkspaceTestsConfig) -> str:
+def trusted_files(files: dict[str, bytes], hidden: dict[str, str]) -> list[str]:
+    """The Python files of the verdict workspace that pytest's test process runs itself: the
+    hidden files and the conftests the task shipped (the others were removed)."""
+    return sorted(p for p in files if p.endswith(".py") and (p in hidden or PurePosixPath(p).name == "conftest.py"))
+
+
+def runner_program(config: WorkspaceTestsConfig, trusted: list[str] = ()) -> str:
     settings = {
         "command": config.command,
         "test_files": test_files(config.files),
+        "trusted": list(trusted),
+        "scripts": PYTEST_SCRIPTS if config.runs_pytest else {},
         "timeout_s": config.timeout_s,
         "output_chars": _OUTPUT_CHARS,
     }
@@ -178,7 +197,8 @@ def check_workspace_tests(config: WorkspaceTestsConfig, task: Task, response: st
     if config.runs_pytest and task.environment is None:
         raise GraderError("pytest runs on an environment: give the task an 'environment' with pytest installed")
     files, removed = verdict_workspace(task.workspace_files(), final_workspace(task, response), config.files)
-    result = run_in_environment(task, runner_program(config), files, config.timeout_s + 15, config.memory_mb)
+    program = runner_program(config, trusted_files(files, config.files))
+    result = run_in_environment(task, program, files, config.timeout_s + 15, config.memory_mb)
     note = f" (left out of the run: {', '.join(removed[:5])}{' ...' if len(removed) > 5 else ''})" if removed else ""
     if not result.ok:
         detail = f"the test run ended: {result.status} {result.detail}".rstrip() + note
