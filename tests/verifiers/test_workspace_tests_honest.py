@@ -10,7 +10,7 @@ from veriloop.verifiers import verify
 
 SHOP = {
     "shop/__init__.py": "from shop.cart import Cart, CartError, EmptyCart, total\n",
-    "shop/cart.py": '''
+    "shop/cart.py": """
 import pathlib
 
 RATES = {"standard": 1, "express": 3}
@@ -87,12 +87,12 @@ def shout(text):
 
 def apply(function, value):
     return function(value)
-''',
+""",
     "app.py": "import sys\nfrom shop.cart import total\n\nprint(total([int(a) for a in sys.argv[1:]]))\n",
 }
 
 HIDDEN = {
-    "tests/test_shop.py": '''
+    "tests/test_shop.py": """
 import pathlib
 import subprocess
 import sys
@@ -184,7 +184,7 @@ def test_printed_output(capsys):
 def test_a_workspace_program_in_a_subprocess():
     done = subprocess.run([sys.executable, "app.py", "2", "5"], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "7"
-''',
+""",
 }
 CASES = 14
 
@@ -205,7 +205,9 @@ def test_every_honest_form_passes(env_with_pytest):
 
 
 def test_an_object_equal_to_everything_passes_no_comparison(env_with_pytest):
-    always = "class _Any:\n    def __eq__(self, other):\n        return True\n\n\ndef total(prices):\n    return _Any()\n"
+    always = (
+        "class _Any:\n    def __eq__(self, other):\n        return True\n\n\ndef total(prices):\n    return _Any()\n"
+    )
     score = _score({**SHOP, "shop/cart.py": SHOP["shop/cart.py"] + always})
     assert not score.passed, score.detail
     assert "test_module_function" in score.detail and "test_parametrized[prices0-1]" in score.detail

@@ -48,6 +48,7 @@ _BYTECODE_DIRS = frozenset({"__pycache__", ".pytest_cache"})
 _BYTECODE_SUFFIXES = (".pyc", ".pyo", ".pth")
 _HOOK_FILES = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py"})
 _OUTPUT_CHARS = 4000
+REPORT_FROM_THE_CODE = "the report comes from the process that runs the workspace's code (command is not pytest)"
 
 
 class WorkspaceTestsConfig(VerifierConfig):
@@ -237,6 +238,8 @@ def _tally(config: WorkspaceTestsConfig, cases: list[tuple], note: str, environm
     detail = f"{passed}/{total} hidden tests passed"
     if failing:
         detail += f"; not passed: {', '.join(failing[:8])}{' ...' if len(failing) > 8 else ''}"
+    if not config.runs_pytest:
+        detail += f"; {REPORT_FROM_THE_CODE}"
     feedback = "" if complete else f"{total - passed} of {total} hidden tests did not pass."
     return Verdict(reward, complete, detail=detail + note, feedback=feedback, environment=environment)
 
