@@ -129,6 +129,11 @@ IN_PROCESS = {
         "    while os.getppid() == parent:\n        time.sleep(0.01)\n"
         "    _forge()\n    os._exit(0)\n"
     ),
+    "every other process killed": (
+        "import os\n\nfor pid in [int(n) for n in os.listdir('/proc') if n.isdigit()]:\n"
+        "    if pid != os.getpid():\n        try:\n            os.kill(pid, 9)\n"
+        "        except OSError:\n            pass\n"
+    ),
     "patched junitxml": (
         "import _pytest.junitxml\n"
         "_pytest.junitxml._NodeReporter.append_failure = lambda self, report: None\n"

@@ -12,12 +12,17 @@ from the final workspace:
   workspace holds the same file at the same path;
 - anything at a hidden file's path, or where a folder on the way to one must be.
 
-The tests then run in the sandbox on the task's environment (``sandboxed/_test_runner.py``
-says how the run is isolated from planted test machinery and the report from the run), and the
-host reads the outcome of each case from the JUnit XML report, never from the output. A test
-function of the hidden files that the report does not show (deleted by a skip of its module, a
-collection error, an interpreter that exited early) counts as failed, and so does a skipped case.
-Reward: the fraction of hidden test cases passed, or 1/0 with ``all_or_nothing``.
+The tests then run in the sandbox on the task's environment; ``sandboxed/_test_runner.py`` says
+how the run is isolated from planted test machinery. Under pytest the workspace's code runs in a
+process of its own (``sandboxed/_workspace_candidate.py``), the hidden tests in another that holds
+proxies of it (``sandboxed/_pytest_process.py``, ``_workspace_proxy.py``, ``_workspace_imports.py``),
+and each test's outcome reaches the runner over a pipe only the test process holds: the code under
+test cannot write what decides the verdict. Another ``command`` runs with the code in its process
+and writes a JUnit XML report, which the verdict's detail says comes from that process
+(``REPORT_FROM_THE_CODE``). The host reads the outcome of each case from the runner's answer, never
+from the output. A test function of the hidden files that the outcomes do not show (deleted by a
+skip of its module, a collection error, a process that ended early) counts as failed, and so does
+a skipped case. Reward: the fraction of hidden test cases passed, or 1/0 with ``all_or_nothing``.
 """
 
 from __future__ import annotations
