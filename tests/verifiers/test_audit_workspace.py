@@ -21,7 +21,7 @@ HIDDEN = {
 GOLD = {"workspace": {"calc/ops.py": "def add(a, b):\n    return a + b\n"}}
 RUNNER = (
     "import sys\n\n"
-    "open(sys.argv[1], 'w').write('<testsuite><testcase classname=\"x\" name=\"test_x\" file=\"x.py\"/></testsuite>')\n"
+    'open(sys.argv[1], \'w\').write(\'<testsuite><testcase classname="x" name="test_x" file="x.py"/></testsuite>\')\n'
 )
 
 
