@@ -179,6 +179,11 @@ TWO_FOLDERS = {
     ),
 }
 ON_DISK = {
+    "test module planted on the test process's path": (
+        "import glob\n\nfor folder in glob.glob('/tmp/.verdict-*'):\n"
+        "    with open(folder + '/test_second.py', 'w') as planted:\n"
+        "        planted.write('def test_add():\\n    pass\\n\\n\\ndef test_add_negative():\\n    pass\\n')\n"
+    ),
     "hidden tests rewritten before collection": (
         "import pathlib\npathlib.Path('tests/second/test_second.py').write_text(\n"
         "    'def test_add():\\n    pass\\n\\n\\ndef test_add_negative():\\n    pass\\n')\n"

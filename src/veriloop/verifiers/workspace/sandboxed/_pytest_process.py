@@ -53,6 +53,9 @@ def leave_the_workspace_alone(hook_class, finder):
 
 def main():
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    # The run's folder held this script and ``_wire``, both loaded; the workspace's code can
+    # write there, so no later import may look in it.
+    sys.path.remove(os.path.dirname(os.path.abspath(__file__)))
     settings = json.loads(sys.argv[1])
     os.set_inheritable(settings["channel"], False)
     channel = os.fdopen(settings["channel"], "w")

@@ -281,8 +281,8 @@ class ModuleProxy(types.ModuleType):
         return candidate.request("getattr", number, name=name)
 
     def __setattr__(self, name, value):
-        if name.startswith("__") or isinstance(value, ModuleProxy):
-            return super().__setattr__(name, value)
+        if name.startswith("__") or isinstance(value, types.ModuleType):
+            return super().__setattr__(name, value)  # the import system's: a submodule, a spec
         self.__dict__.pop(name, None)
         _call(self.__dict__["_candidate"], self.__dict__["_number"], "setattr", (value,), name=name)
 
