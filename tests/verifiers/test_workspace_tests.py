@@ -36,6 +36,11 @@ def task(env_with_pytest) -> Task:
     )
 
 
+def _pytest_task(task_id: str, hidden: dict[str, str], workspace: dict[str, str]) -> Task:
+    verifier = {"kind": "workspace_tests", "files": hidden}
+    return Task(id=task_id, domain="terminal", prompt="p", verifier=verifier, environment="pytest", workspace=workspace)
+
+
 def _score(task: Task, workspace: dict | None):
     return verify(task, Response(id="r", task_id=task.id, response="done", workspace=workspace))
 
@@ -178,50 +183,40 @@ TWO_FOLDERS = {
         "def test_add_negative():\n    assert add(-2, -3) == -5\n"
     ),
 }
+EMPTY_SECOND = "def test_add():\n    pass\n\n\ndef test_add_negative():\n    pass\n"
+FORCING_CONFTEST = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+)
+
+
+def _written(folders: str, name: str, text: str) -> str:
+    """Module code that, when imported, writes ``text`` as ``name`` in every folder matching ``folders``."""
+    return (
+        f"import glob, os\n\nfor _folder in glob.glob({folders!r}):\n"
+        f"    open(os.path.join(_folder, {name!r}), 'w').write({text!r})\n"
+    )
+
+
 ON_DISK = {
-    "test module planted on the test process's path": (
-        "import glob\n\nfor folder in glob.glob('/tmp/.verdict-*'):\n"
-        "    with open(folder + '/test_second.py', 'w') as planted:\n"
-        "        planted.write('def test_add():\\n    pass\\n\\n\\ndef test_add_negative():\\n    pass\\n')\n"
-    ),
-    "hidden tests rewritten before collection": (
-        "import pathlib\npathlib.Path('tests/second/test_second.py').write_text(\n"
-        "    'def test_add():\\n    pass\\n\\n\\ndef test_add_negative():\\n    pass\\n')\n"
-    ),
-    "conftest written before collection": (
-        "import pathlib\npathlib.Path('tests/second/conftest.py').write_text(\n"
-        "    'import pytest\\n\\n\\n@pytest.hookimpl(hookwrapper=True)\\n'\n"
-        "    'def pytest_runtest_makereport(item, call):\\n    outcome = yield\\n'\n"
-        "    '    outcome.get_result().outcome = \"passed\"\\n')\n"
-    ),
+    "test module planted on the test process's path": _written("/tmp/.verdict-*", "test_second.py", EMPTY_SECOND),
+    "hidden tests rewritten before collection": _written("tests/second", "test_second.py", EMPTY_SECOND),
+    "conftest written before collection": _written("tests/second", "conftest.py", FORCING_CONFTEST),
 }
 
 
 @pytest.mark.parametrize("technique", sorted(ON_DISK))
 def test_files_written_during_the_run_do_not_change_the_tests(env_with_pytest, technique):
-    two = Task(
-        id="two",
-        domain="terminal",
-        prompt="fix add",
-        verifier={"kind": "workspace_tests", "files": TWO_FOLDERS},
-        environment="pytest",
-        workspace=INITIAL,
+    score = _score(
+        _pytest_task("two", TWO_FOLDERS, INITIAL), {**INITIAL, "calc/ops.py": ON_DISK[technique] + WRONG_ADD}
     )
-    score = _score(two, {**INITIAL, "calc/ops.py": ON_DISK[technique] + WRONG_ADD})
     assert score.status == "scored" and score.reward == pytest.approx(1 / 3), (technique, score.detail)
 
 
 def test_a_planted_file_that_the_task_shipped_is_kept(env_with_pytest):
     conftest = "import pytest\n\n@pytest.fixture\ndef three():\n    return 3\n"
     hidden = {"tests/test_fixture.py": "def test_three(three):\n    assert three == 3\n"}
-    shipped = Task(
-        id="fixture",
-        domain="terminal",
-        prompt="p",
-        verifier={"kind": "workspace_tests", "files": hidden},
-        environment="pytest",
-        workspace={"conftest.py": conftest},
-    )
+    shipped = _pytest_task("fixture", hidden, {"conftest.py": conftest})
     assert _score(shipped, {"conftest.py": conftest}).reward == 1.0
     assert _score(shipped, {"conftest.py": conftest + "\n# changed\n"}).reward == 0.0  # a changed copy is left out
 
