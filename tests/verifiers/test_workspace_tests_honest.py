@@ -11,6 +11,8 @@ from veriloop.verifiers import verify
 SHOP = {
     "shop/__init__.py": "from shop.cart import Cart, CartError, EmptyCart, total\n",
     "shop/cart.py": """
+import datetime
+import decimal
 import pathlib
 
 RATES = {"standard": 1, "express": 3}
@@ -87,12 +89,26 @@ def shout(text):
 
 def apply(function, value):
     return function(value)
+
+
+def due(start, days):
+    return start + datetime.timedelta(days=days)
+
+
+def with_tax(price):
+    return (price * decimal.Decimal("1.1")).quantize(decimal.Decimal("0.01"))
+
+
+def carts(*owners):
+    return [Cart(owner) for owner in owners]
 """,
     "app.py": "import sys\nfrom shop.cart import total\n\nprint(total([int(a) for a in sys.argv[1:]]))\n",
 }
 
 HIDDEN = {
     "tests/test_shop.py": """
+import datetime
+import decimal
 import pathlib
 import subprocess
 import sys
@@ -181,12 +197,19 @@ def test_printed_output(capsys):
     assert capsys.readouterr().out == "HI\\n"
 
 
+def test_dates_decimals_and_lists_of_objects():
+    assert cart.due(datetime.date(2024, 1, 30), 3) == datetime.date(2024, 2, 2)
+    assert cart.with_tax(decimal.Decimal("2.00")) == decimal.Decimal("2.20")
+    made = cart.carts("ann", "bob")
+    assert type(made) is list and len(made) == 2 and [c.owner for c in made] == ["ann", "bob"]
+
+
 def test_a_workspace_program_in_a_subprocess():
     done = subprocess.run([sys.executable, "app.py", "2", "5"], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "7"
 """,
 }
-CASES = 14
+CASES = 15
 
 
 def _task(hidden: dict[str, str] = HIDDEN) -> Task:

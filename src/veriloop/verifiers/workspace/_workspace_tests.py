@@ -44,8 +44,8 @@ _ON_ITS_FOLDER = "import os as _os, sys as _sys\n_sys.path.insert(0, _os.path.di
 PYTEST_SCRIPTS = {
     "_wire.py": Path(_wire.__file__).read_text(encoding="utf-8"),
     "pytest_process.py": _ON_ITS_FOLDER
-    + joined_source(_SANDBOXED, ("_workspace_proxy", "_workspace_imports", "_pytest_process")),
-    "candidate.py": _ON_ITS_FOLDER + joined_source(_SANDBOXED, ("_workspace_candidate",)),
+    + joined_source(_SANDBOXED, ("_crossing", "_workspace_proxy", "_workspace_imports", "_pytest_process")),
+    "candidate.py": _ON_ITS_FOLDER + joined_source(_SANDBOXED, ("_crossing", "_workspace_candidate")),
 }
 """The scripts of a pytest run's test and candidate processes, written to the run's private folder."""
 PYTEST = ["python", "-m", "pytest", "-q"]

@@ -4,8 +4,8 @@ Started by the test process (``_workspace_proxy.py``) the first time a test impo
 the workspace, with its own pipes and no other descriptor of the test process. It imports the
 real modules and answers one request per line (JSON) with plain data, a handle, or the
 exception raised; see ``_workspace_proxy.py`` for the requests. Nothing it answers can run code
-in the test process: values are plain data (``code/sandboxed/_wire.py``, written beside this
-script by the runner), anything else is a number naming an object kept here.
+in the test process: answers are nodes of JSON (``_crossing.py``): plain data, values rebuilt by
+the tests' own classes, or numbers naming objects kept here.
 
 The requests arrive on the descriptor that was stdin and the answers leave on the one that was
 stdout; both are moved away at start, so the workspace's ``print`` and ``input`` meet a stdout
@@ -21,9 +21,10 @@ import io
 import json
 import operator
 import os
-import pathlib
 import sys
 import traceback
+
+from veriloop.verifiers.workspace.sandboxed._crossing import node_of, value_of  # sandbox: strip
 
 _wire = importlib.import_module("_wire")  # written beside this script by the runner (standard library only)
 
@@ -67,37 +68,21 @@ class Handles:
         return self.objects[number]
 
 
-def decoded(handles, item):
-    """One argument of a request: plain data, a path, a handle, or a container of them."""
-    kind, body = item
-    if kind == "v":
-        return _wire.decode_value(body)
-    if kind == "h":
-        return handles.get(body)
-    if kind == "path":
-        return pathlib.Path(body)
-    parts = [decoded(handles, part) for part in body]
-    if kind == "list":
-        return parts
-    if kind == "tuple":
-        return tuple(parts)
-    return dict(zip(parts[::2], parts[1::2]))
+def decoded(handles, node):
+    """One argument of a request, built here from its node (``_crossing.py``)."""
+    return value_of(node, lambda handle: handles.get(handle[1]))
 
 
 def described(handles, value):
-    """The answer for a value: plain data, or a handle with what the tests need to know of it."""
-    try:
-        return {"value": _wire.encode_value(value)}
-    except _wire.NotPlainData:
-        pass
-    if isinstance(value, pathlib.PurePath):
-        return {"path": str(value)}
-    answer = {"handle": handles.number(value)}
-    if isinstance(value, type) and issubclass(value, BaseException):
-        answer["exception_class"] = exception_class(handles, value)
-    elif isinstance(value, type(sys)):
-        answer["module"] = value.__name__
-    return answer
+    """The answer for a value: its node, whose handles name the objects kept here (an exception
+    class's handle also says how the tests rebuild the class)."""
+
+    def handle_of(kept):
+        if isinstance(kept, type) and issubclass(kept, BaseException):
+            return ["exc", handles.number(kept), exception_class(handles, kept)]
+        return ["h", handles.number(kept)]
+
+    return {"node": node_of(value, handle_of)}
 
 
 def exception_class(handles, kind):
@@ -203,8 +188,8 @@ def serve():
         reply = answer(handles, json.loads(line))
         try:
             text = json.dumps(reply)
-        except (TypeError, ValueError):
-            text = json.dumps({"value": None, "stdout": "", "stderr": "", "changed": []})
+        except (TypeError, ValueError) as error:  # text with lone surrogates, say
+            text = json.dumps(raised(handles, RuntimeError("the answer could not be sent: %s" % error)))
         answers.write(text.encode() + b"\n")
         answers.flush()
 

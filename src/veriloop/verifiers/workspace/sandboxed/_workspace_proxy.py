@@ -15,10 +15,11 @@ Rules that keep the verdict out of the candidate's hands:
   class of its own as a local class (subclass of its nearest builtin base, made once per class),
   so ``pytest.raises(ValueError)`` and ``pytest.raises(mod.MyError)`` work and no class of the
   test process (pytest's skip or exit) can be named;
-- arguments sent are plain data, proxies, ``pathlib`` paths, or lists, tuples and dicts of these;
-  a function or other object of the tests is refused (TypeError naming it): the candidate never
-  calls back into the test process. Plain lists, dicts and sets a call changes in place are
-  changed here too.
+- what crosses either way is a node (``_crossing.py``): plain data, ``pathlib`` paths, dates,
+  decimals and fractions rebuilt by the receiver's own classes, containers of these, and
+  handles. A function or other object of the tests is refused (TypeError naming it): the
+  candidate never calls back into the test process. Plain lists, dicts and sets a call changes
+  in place are changed here too.
 
 The candidate process starts at the first import, with closed descriptors (only its own pipes),
 after this process made itself non-dumpable. Standard library only.
@@ -27,10 +28,11 @@ after this process made itself non-dumpable. Standard library only.
 import builtins
 import importlib
 import json
-import pathlib
 import subprocess
 import sys
 import types
+
+from veriloop.verifiers.workspace.sandboxed._crossing import node_of, value_of  # sandbox: strip
 
 _wire = importlib.import_module("_wire")  # written beside this script by the runner (standard library only)
 
@@ -89,13 +91,13 @@ class Candidate:
 
     def value(self, reply):
         """What a reply names, as the tests see it."""
-        if "value" in reply:
-            return _wire.decode_value(reply["value"])
-        if "path" in reply:
-            return pathlib.Path(reply["path"])
-        if "exception_class" in reply:
-            return self.mirror(reply["exception_class"]["chain"], reply["exception_class"]["builtin"])
-        number = reply["handle"]
+        return value_of(reply["node"], self.resolve)
+
+    def resolve(self, handle):
+        """A handle's object here: a proxy (one per object), or an exception class's mirror."""
+        if handle[0] == "exc":
+            return self.mirror(handle[2]["chain"], handle[2]["builtin"])
+        number = handle[1]
         if number not in self.proxies:
             self.proxies[number] = Proxy(self, number)
         return self.proxies[number]
@@ -123,7 +125,7 @@ class Candidate:
         except Exception:
             error = kind(reply["text"]) if kind is not StopIteration else StopIteration()
         if kind in self.mirrors.values():
-            error._text, error._candidate = reply["text"], self.value({"handle": reply["instance"]})
+            error._text, error._candidate = reply["text"], self.resolve(["h", reply["instance"]])
         error.__notes__ = ["raised in the workspace's code:\n" + reply.get("traceback", "")]
         return error
 
@@ -139,26 +141,20 @@ def _mirror_attribute(error, name):
     return getattr(candidate, name)
 
 
-def sent(value, depth=0):
-    """One argument as the candidate receives it; raises TypeError for what cannot cross."""
+def sent(value):
+    """One argument as the candidate receives it (a node, ``_crossing.py``); raises TypeError
+    for what cannot cross."""
+    return node_of(value, _handle_here)
+
+
+def _handle_here(value):
     if isinstance(value, Proxy):
         return ["h", object.__getattribute__(value, "_number")]
     if isinstance(value, ModuleProxy):
         return ["h", value.__dict__["_number"]]
-    if isinstance(value, pathlib.PurePath):
-        return ["path", str(value)]
-    try:
-        return ["v", _wire.encode_value(value)]
-    except _wire.NotPlainData:
-        if depth > 32:
-            raise TypeError("arguments nested too deep to send to the workspace's code") from None
-    if type(value) in (list, tuple):
-        return [type(value).__name__, [sent(item, depth + 1) for item in value]]
-    if type(value) is dict:
-        return ["dict", [sent(part, depth + 1) for pair in value.items() for part in pair]]
     raise TypeError(
-        "a %s of the tests cannot be passed to the workspace's code: only plain data, paths and the "
-        "workspace's own objects cross to the process that runs it" % type(value).__name__
+        "a %s of the tests cannot be passed to the workspace's code: only plain data, paths, dates, "
+        "decimals and the workspace's own objects cross to the process that runs it" % type(value).__name__
     )
 
 
@@ -243,6 +239,9 @@ class Proxy:
 
     def __iter__(self):
         return _call(_candidate_of(self), _number_of(self), "operator", (), name="__iter__")
+
+    def __dir__(self):
+        return _call(_candidate_of(self), _number_of(self), "operator", (), name="__dir__")
 
     __lt__, __le__ = _ordering("__lt__"), _ordering("__le__")
     __gt__, __ge__ = _ordering("__gt__"), _ordering("__ge__")
