@@ -99,6 +99,12 @@ def with_tax(price):
     return (price * decimal.Decimal("1.1")).quantize(decimal.Decimal("0.01"))
 
 
+def shop_name():
+    import os
+
+    return os.environ["SHOP_NAME"]
+
+
 def carts(*owners):
     return [Cart(owner) for owner in owners]
 """,
@@ -192,6 +198,13 @@ def test_the_file_the_code_wrote(tmp_path):
     assert pathlib.Path("relative.txt").read_text() == "here"
 
 
+def test_working_directory_and_environment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SHOP_NAME", "corner")
+    cart.save("here.txt", cart.shop_name())
+    assert (tmp_path / "here.txt").read_text() == "corner"
+
+
 def test_printed_output(capsys):
     cart.shout("hi")
     assert capsys.readouterr().out == "HI\\n"
@@ -209,7 +222,7 @@ def test_a_workspace_program_in_a_subprocess():
     assert done.stdout.strip() == "7"
 """,
 }
-CASES = 15
+CASES = 16
 
 
 def _task(hidden: dict[str, str] = HIDDEN) -> Task:

@@ -159,11 +159,22 @@ def perform(handles, request, arguments, keywords):
     raise ValueError("unknown request %r" % op)
 
 
+def follow_the_tests(request):
+    """The tests' working directory and environment (``monkeypatch.chdir``, ``setenv``), as the
+    code would see them running in the tests' process."""
+    if request.get("environ") is not None:
+        os.environ.clear()
+        os.environ.update(request["environ"])
+    if request.get("cwd") and request["cwd"] != os.getcwd():
+        os.chdir(request["cwd"])
+
+
 def answer(handles, request):
     """The reply to one request, with what the code printed meanwhile."""
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
+            follow_the_tests(request)
             arguments = [decoded(handles, item) for item in request.get("args", [])]
             keywords = {name: decoded(handles, item) for name, item in request.get("kwargs", {}).items()}
             before = [_snapshot(value) for value in arguments]

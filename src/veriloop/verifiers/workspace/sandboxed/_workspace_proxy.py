@@ -28,6 +28,7 @@ after this process made itself non-dumpable. Standard library only.
 import builtins
 import importlib
 import json
+import os
 import subprocess
 import sys
 import types
@@ -51,6 +52,7 @@ class Candidate:
         self.process = None
         self.proxies = {}
         self.mirrors = {}
+        self.environ = None
 
     def _started(self):
         if self.process is None:
@@ -66,7 +68,10 @@ class Candidate:
         """The value of one request: plain data, a proxy, or the candidate's exception raised."""
         process = self._started()
         live = fields.pop("live", [])
-        message = dict(fields, op=op, target=target)
+        message = dict(fields, op=op, target=target, cwd=os.getcwd())
+        if dict(os.environ) != self.environ:  # monkeypatch.setenv reaches the code under test
+            self.environ = dict(os.environ)
+            message["environ"] = self.environ
         try:
             process.stdin.write(json.dumps(message).encode() + b"\n")
             process.stdin.flush()
