@@ -13,10 +13,10 @@ INITIAL = {
     "calc/ops.py": "def add(a, b):\n    return a - b\n",
 }
 HIDDEN = {
-    "tests/test_ops.py": (
-        "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-        "class TestMore:\n    def test_negative(self):\n        assert add(-2, -3) == -5\n"
-    )
+    "tests/a/test_ops.py": "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    "tests/b/test_more.py": (
+        "from calc.ops import add\n\n\nclass TestMore:\n    def test_negative(self):\n        assert add(-2, -3) == -5\n"
+    ),
 }
 GOLD = {"workspace": {"calc/ops.py": "def add(a, b):\n    return a + b\n"}}
 RUNNER = (
@@ -45,7 +45,7 @@ def test_the_audit_tries_tampering_from_the_workspace_and_nothing_passes(env_wit
     assert all(row.ok and row.max_reward <= 0.5 for row in rows.values()), rows
 
 
-@pytest.mark.parametrize("number", range(7))
+@pytest.mark.parametrize("number", range(8))
 def test_each_tampering_workspace_fails_where_the_fix_would_pass(env_with_pytest, number):
     task = _task()
     exploit = exploits_for(task, [task])[number]
