@@ -105,6 +105,12 @@ def shop_name():
     return os.environ["SHOP_NAME"]
 
 
+def load_prices(text):
+    import json
+
+    return json.loads(text)
+
+
 def carts(*owners):
     return [Cart(owner) for owner in owners]
 """,
@@ -115,6 +121,7 @@ HIDDEN = {
     "tests/test_shop.py": """
 import datetime
 import decimal
+import json
 import pathlib
 import subprocess
 import sys
@@ -170,6 +177,8 @@ def test_own_exceptions_and_their_bases():
 def test_builtin_exceptions():
     with pytest.raises(KeyError):
         cart.shipping("teleport")
+    with pytest.raises(json.JSONDecodeError):
+        cart.load_prices("{not json")
     with pytest.raises(TypeError):
         total([1, "2"])
 

@@ -37,6 +37,8 @@ from veriloop.verifiers.workspace.sandboxed._crossing import node_of, value_of  
 
 _wire = importlib.import_module("_wire")  # written beside this script by the runner (standard library only)
 
+_NOT_RAISED_HERE = frozenset({"unittest.case", "bdb", "pdb"})
+"""Modules whose exceptions pytest reads as an outcome (a skip, a debugger's quit), not a failure."""
 _FORWARDED_DUNDERS = frozenset({"__all__", "__version__", "__name__", "__qualname__", "__doc__", "__wrapped__"})
 
 
@@ -115,6 +117,8 @@ class Candidate:
         if not chain:
             return base
         number, name, module = chain[0]
+        if number not in self.mirrors and standard_exception(module, name) is not None:
+            self.mirrors[number] = standard_exception(module, name)
         if number not in self.mirrors:
             parent = self.mirror(chain[1:], builtin_name)
             attributes = {"__module__": str(module), "__str__": _mirror_text, "__getattr__": _mirror_attribute}
@@ -127,12 +131,26 @@ class Candidate:
         arguments = _wire.decode_value(reply["args"]) if reply.get("args") is not None else (reply["text"],)
         try:
             error = kind(*arguments)
-        except Exception:
-            error = kind(reply["text"]) if kind is not StopIteration else StopIteration()
+        except Exception:  # a constructor wanting other arguments (JSONDecodeError's msg, doc, pos)
+            error = kind.__new__(kind, *arguments)
+            error.args = tuple(arguments)
         if kind in self.mirrors.values():
             error._text, error._candidate = reply["text"], self.resolve(["h", reply["instance"]])
         error.__notes__ = ["raised in the workspace's code:\n" + reply.get("traceback", "")]
         return error
+
+
+def standard_exception(module, qualname):
+    """The tests' own class for an exception class of the standard library that the tests have
+    imported (``json.JSONDecodeError``), so ``pytest.raises`` on it works; else None."""
+    if str(module).partition(".")[0] not in sys.stdlib_module_names or module in _NOT_RAISED_HERE:
+        return None
+    found = sys.modules.get(module)
+    for part in str(qualname).split("."):
+        found = getattr(found, part, None)
+    if isinstance(found, type) and issubclass(found, BaseException) and found.__module__ == module:
+        return found
+    return None
 
 
 def _mirror_text(error):
