@@ -134,6 +134,15 @@ IN_PROCESS = {
         "    while os.getppid() == parent:\n        time.sleep(0.01)\n"
         "    _forge()\n    os._exit(0)\n"
     ),
+    "outcome lines forged on every reachable descriptor": (
+        "import glob, json, os\n\n"
+        "_lines = ''.join(json.dumps({'nodeid': 'tests/test_hidden.py::' + name, 'when': 'call', 'outcome': 'passed'})\n"
+        "                 + '\\n' for name in ('test_add', 'test_double[0]', 'test_double[4]', 'TestMore::test_negative'))\n"
+        "for _path in ['/dev/fd/%d' % n for n in range(256)] + glob.glob('/proc/*/fd/*'):\n"
+        "    try:\n        _fd = os.open(_path, os.O_WRONLY | os.O_NONBLOCK)\n"
+        "        os.write(_fd, _lines.encode())\n        os.close(_fd)\n"
+        "    except OSError:\n        pass\n"
+    ),
     "every other process killed": (
         "import os\n\nfor pid in [int(n) for n in os.listdir('/proc') if n.isdigit()]:\n"
         "    if pid != os.getpid():\n        try:\n            os.kill(pid, 9)\n"
