@@ -289,10 +289,10 @@ def test_the_workspace_code_runs_in_another_process_than_the_tests(env_with_pyte
 
 
 def test_hidden_tests_inside_a_package_of_the_workspace(env_with_pytest):
-    package = {**SHOP, "tests/__init__.py": "MARK = 'workspace'\n", "tests/helpers.py": "def one():\n    return 1\n"}
+    package = {**SHOP, "tests/__init__.py": "MARK = 'workspace'\n", "tests/support.py": "def one():\n    return 1\n"}
     hidden = {
         "tests/test_in_package.py": (
-            "import tests\nfrom tests.helpers import one\nfrom shop.cart import total\n\n\n"
+            "import tests\nfrom tests.support import one\nfrom shop.cart import total\n\n\n"
             "def test_total():\n    assert total([one(), 2]) == 3 and tests.MARK == 'workspace'\n"
         )
     }
