@@ -36,6 +36,11 @@ def task(env_with_pytest) -> Task:
     )
 
 
+def _pytest_task(task_id: str, hidden: dict[str, str], workspace: dict[str, str]) -> Task:
+    verifier = {"kind": "workspace_tests", "files": hidden}
+    return Task(id=task_id, domain="terminal", prompt="p", verifier=verifier, environment="pytest", workspace=workspace)
+
+
 def _score(task: Task, workspace: dict | None):
     return verify(task, Response(id="r", task_id=task.id, response="done", workspace=workspace))
 
@@ -101,17 +106,126 @@ def test_planted_test_machinery_earns_nothing(task, technique):
     assert score.reward <= 0.5, (technique, score.detail)  # never more than the unfixed workspace
 
 
+WRONG_ADD = (
+    "\n\ndef double(x):\n    return 2 * x\n\n\nif 'add' not in globals():\n    def add(a, b):\n        return 0\n"
+)
+FORGED_REPORT = (
+    "def _forge():\n"
+    "    import sys\n"
+    "    path = next((a.split('=', 1)[-1] for a in sys.argv if a.endswith('.xml')), None)\n"
+    "    if path is None and '--junitxml' in sys.argv:\n"
+    "        path = sys.argv[sys.argv.index('--junitxml') + 1]\n"
+    "    if path:\n"
+    '        cases = \'\'.join(\'<testcase classname="tests.test_hidden%s" name="%s" file="tests/test_hidden.py"/>\' % c\n'
+    "                        for c in [('', 'test_add'), ('', 'test_double[0]'), ('', 'test_double[4]'),\n"
+    "                                  ('.TestMore', 'test_negative')])\n"
+    "        open(path, 'w').write('<testsuites><testsuite tests=\"4\">' + cases + '</testsuite></testsuites>')\n"
+)
+IN_PROCESS = {
+    "patched TestReport": (
+        "import _pytest.reports\n_init = _pytest.reports.TestReport.__init__\n\n\n"
+        "def _passed(self, *a, **k):\n    _init(self, *a, **k)\n    self.outcome = 'passed'\n    self.longrepr = None\n\n\n"
+        "_pytest.reports.TestReport.__init__ = _passed\n"
+    ),
+    "report rewritten at exit": FORGED_REPORT + "import atexit\natexit.register(_forge)\n",
+    "report rewritten by a forked child": (
+        FORGED_REPORT + "import os, time\nif os.fork() == 0:\n"
+        "    parent = os.getppid()\n"
+        "    while os.getppid() == parent:\n        time.sleep(0.01)\n"
+        "    _forge()\n    os._exit(0)\n"
+    ),
+    "outcome lines forged on every reachable descriptor": (
+        "import glob, json, os\n\n"
+        "_lines = ''.join(json.dumps({'nodeid': 'tests/test_hidden.py::' + name, 'when': 'call', 'outcome': 'passed'})\n"
+        "                 + '\\n' for name in ('test_add', 'test_double[0]', 'test_double[4]', 'TestMore::test_negative'))\n"
+        "for _path in ['/dev/fd/%d' % n for n in range(256)] + glob.glob('/proc/*/fd/*'):\n"
+        "    try:\n        _fd = os.open(_path, os.O_WRONLY | os.O_NONBLOCK)\n"
+        "        os.write(_fd, _lines.encode())\n        os.close(_fd)\n"
+        "    except OSError:\n        pass\n"
+    ),
+    "every other process killed": (
+        "import os\n\nfor pid in [int(n) for n in os.listdir('/proc') if n.isdigit()]:\n"
+        "    if pid != os.getpid():\n        try:\n            os.kill(pid, 9)\n"
+        "        except OSError:\n            pass\n"
+    ),
+    "patched junitxml": (
+        "import _pytest.junitxml\n"
+        "_pytest.junitxml._NodeReporter.append_failure = lambda self, report: None\n"
+        "_pytest.junitxml._NodeReporter.append_error = lambda self, report: None\n"
+    ),
+    "test runner replaced through sys.modules": (
+        "import sys\nsys.modules['_pytest.python'].Function.runtest = lambda self: None\n"
+    ),
+    "replaced AssertionError": (
+        "import builtins, sys\nbuiltins.AssertionError = sys.modules['_pytest.outcomes'].Skipped\n"
+    ),
+    "test module's functions emptied": (
+        "import sys\n\n\ndef _empty(function):\n    code = function.__code__\n"
+        "    names = ', '.join(code.co_varnames[: code.co_argcount])\n"
+        "    space = {}\n    exec(compile(f'def {function.__name__}({names}):\\n    pass', code.co_filename, 'exec'), space)\n"
+        "    function.__code__ = space[function.__name__].__code__.replace(co_firstlineno=code.co_firstlineno)\n\n\n"
+        "def _tests():\n"
+        "    for name, module in list(sys.modules.items()):\n"
+        "        if 'test_hidden' in name:\n"
+        "            for value in list(vars(module).values()):\n"
+        "                if isinstance(value, type):\n"
+        "                    yield from (m for k, m in vars(value).items() if k.startswith('test'))\n"
+        "                elif getattr(value, '__name__', '').startswith('test'):\n"
+        "                    yield value\n\n\n"
+        "def add(a, b):\n    for function in _tests():\n        _empty(function)\n    return 0\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("technique", sorted(IN_PROCESS))
+def test_code_under_test_cannot_change_the_verdict_from_its_own_process(task, technique):
+    ops = IN_PROCESS[technique] + WRONG_ADD
+    score = _score(task, {**INITIAL, "calc/ops.py": ops})
+    assert score.status == "scored" and not score.passed, (technique, score.detail)
+    assert score.reward <= 0.5, (technique, score.detail)
+
+
+TWO_FOLDERS = {
+    "tests/first/test_first.py": "from calc.ops import double\n\n\ndef test_double():\n    assert double(2) == 4\n",
+    "tests/second/test_second.py": (
+        "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+        "def test_add_negative():\n    assert add(-2, -3) == -5\n"
+    ),
+}
+EMPTY_SECOND = "def test_add():\n    pass\n\n\ndef test_add_negative():\n    pass\n"
+FORCING_CONFTEST = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+)
+
+
+def _written(folders: str, name: str, text: str) -> str:
+    """Module code that, when imported, writes ``text`` as ``name`` in every folder matching ``folders``."""
+    return (
+        f"import glob, os\n\nfor _folder in glob.glob({folders!r}):\n"
+        f"    open(os.path.join(_folder, {name!r}), 'w').write({text!r})\n"
+    )
+
+
+ON_DISK = {
+    "test module planted on the test process's path": _written("/tmp/.verdict-*", "test_second.py", EMPTY_SECOND),
+    "hidden tests rewritten before collection": _written("tests/second", "test_second.py", EMPTY_SECOND),
+    "conftest written before collection": _written("tests/second", "conftest.py", FORCING_CONFTEST),
+}
+
+
+@pytest.mark.parametrize("technique", sorted(ON_DISK))
+def test_files_written_during_the_run_do_not_change_the_tests(env_with_pytest, technique):
+    score = _score(
+        _pytest_task("two", TWO_FOLDERS, INITIAL), {**INITIAL, "calc/ops.py": ON_DISK[technique] + WRONG_ADD}
+    )
+    assert score.status == "scored" and score.reward == pytest.approx(1 / 3), (technique, score.detail)
+
+
 def test_a_planted_file_that_the_task_shipped_is_kept(env_with_pytest):
     conftest = "import pytest\n\n@pytest.fixture\ndef three():\n    return 3\n"
     hidden = {"tests/test_fixture.py": "def test_three(three):\n    assert three == 3\n"}
-    shipped = Task(
-        id="fixture",
-        domain="terminal",
-        prompt="p",
-        verifier={"kind": "workspace_tests", "files": hidden},
-        environment="pytest",
-        workspace={"conftest.py": conftest},
-    )
+    shipped = _pytest_task("fixture", hidden, {"conftest.py": conftest})
     assert _score(shipped, {"conftest.py": conftest}).reward == 1.0
     assert _score(shipped, {"conftest.py": conftest + "\n# changed\n"}).reward == 0.0  # a changed copy is left out
 

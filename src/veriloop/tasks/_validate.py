@@ -12,8 +12,6 @@ from veriloop.core import (
     Response,
     RowErrors,
     Task,
-    inline_files,
-    inline_form,
     UnknownNameError,
     UserError,
     WorkspaceError,
@@ -69,11 +67,11 @@ def _placed_workspace(task: Task, base: str) -> tuple[Task, str | None]:
 def gold_answer(task: Task) -> Response:
     """The task's gold as a response: its text, or for a gold ``{"workspace": {path: text}}``
     (the files a reference fix changes) the initial workspace with those files written over it."""
-    from veriloop.verifiers import gold_response
+    from veriloop.verifiers import gold_response, gold_workspace
 
-    if isinstance(task.gold, dict) and set(task.gold) == {"workspace"} and isinstance(task.gold["workspace"], dict):
-        files = {**task.workspace_files(), **inline_files(task.gold["workspace"])}
-        return Response(id=task.id, task_id=task.id, response="", workspace=inline_form(files))
+    workspace = gold_workspace(task)
+    if workspace is not None:
+        return Response(id=task.id, task_id=task.id, response="", workspace=workspace)
     return Response(id=task.id, task_id=task.id, response=gold_response(task) or "")
 
 

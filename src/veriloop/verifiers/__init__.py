@@ -22,7 +22,7 @@ from veriloop.verifiers.audit._signatures import tampering_signs
 from veriloop.verifiers._catalogue import KindField, markdown_table, verifier_fields
 from veriloop.verifiers._batch import BATCH_CHECKS, register_batch_check, verify_many
 from veriloop.verifiers.audit._exploits import CATEGORIES as EXPLOIT_CATEGORIES
-from veriloop.verifiers.audit._exploits import EXPLOIT_ADAPTERS, Exploit, exploits_for, gold_response
+from veriloop.verifiers.audit._exploits import EXPLOIT_ADAPTERS, Exploit, exploits_for, gold_response, gold_workspace
 from veriloop.verifiers.code._code_sandbox import code_workers, set_code_workers, start_code_sandbox, use_code_sandbox
 from veriloop.verifiers.code._extract import candidate_program, extract_code
 from veriloop.verifiers.code._python_tests import PythonTestsConfig
@@ -84,6 +84,7 @@ __all__ = [
     "audit_tasks",
     "exploits_for",
     "gold_response",
+    "gold_workspace",
     "markdown_table",
     "register_batch_check",
     "register_verifier",

@@ -22,8 +22,16 @@ from veriloop.verifiers.audit import _exploits_code, _exploits_text  # noqa: F40
 from veriloop.verifiers.audit import _exploits_reasoning_gym  # noqa: F401  (registers its adapter)
 from veriloop.verifiers.audit import _exploits_math  # noqa: F401  (registers its adapter)
 from veriloop.verifiers.audit import _exploits_cad, _exploits_documents  # noqa: F401  (register their adapters)
+from veriloop.verifiers.audit import _exploits_workspace  # noqa: F401  (registers its adapter)
 from veriloop.verifiers._batch import verify_many
-from veriloop.verifiers.audit._exploits import PAID_FOR_NOTHING, Exploit, exploits_for, gold_response, weakness_of
+from veriloop.verifiers.audit._exploits import (
+    PAID_FOR_NOTHING,
+    Exploit,
+    exploits_for,
+    gold_response,
+    gold_workspace,
+    weakness_of,
+)
 from veriloop.verifiers.audit._honest_forms import HonestForm, honest_forms_for
 from veriloop.verifiers.audit._regressions import REVIEWED_HACK, RegressionCase
 
@@ -146,9 +154,12 @@ def audit_tasks(
         plan.append((task, Exploit(REVIEWED_HACK, f"{case.reviewer} on {case.sample_id}", case.response)))
     costly_seen: dict[str, int] = defaultdict(int)
     for task in sample:
-        gold = gold_response(task)
+        gold, workspace = gold_response(task), gold_workspace(task)
         for attempt in range(repeats if gold is not None else 0):
-            pairs.append((task, Response(id=f"{task.id}#gold/{attempt}", task_id=task.id, response=gold or "")))
+            text = "" if workspace is not None else gold or ""
+            pairs.append(
+                (task, Response(id=f"{task.id}#gold/{attempt}", task_id=task.id, response=text, workspace=workspace))
+            )
             plan.append((task, None))
         for number, form in enumerate(honest_forms_for(task) if gold is not None else []):
             pairs.append((task, Response(id=f"{task.id}#honest/{number}", task_id=task.id, response=form.response)))
@@ -161,7 +172,12 @@ def audit_tasks(
             pairs.append(
                 (
                     task,
-                    Response(id=f"{task.id}#{exploit.category}/{number}", task_id=task.id, response=exploit.response),
+                    Response(
+                        id=f"{task.id}#{exploit.category}/{number}",
+                        task_id=task.id,
+                        response=exploit.response,
+                        workspace=exploit.workspace,
+                    ),
                 )
             )
             plan.append((task, exploit))

@@ -12,12 +12,17 @@ from the final workspace:
   workspace holds the same file at the same path;
 - anything at a hidden file's path, or where a folder on the way to one must be.
 
-The tests then run in the sandbox on the task's environment (``sandboxed/_test_runner.py``
-says how the run is isolated from planted test machinery and the report from the run), and the
-host reads the outcome of each case from the JUnit XML report, never from the output. A test
-function of the hidden files that the report does not show (deleted by a skip of its module, a
-collection error, an interpreter that exited early) counts as failed, and so does a skipped case.
-Reward: the fraction of hidden test cases passed, or 1/0 with ``all_or_nothing``.
+The tests then run in the sandbox on the task's environment; ``sandboxed/_test_runner.py`` says
+how the run is isolated from planted test machinery. Under pytest the workspace's code runs in a
+process of its own (``sandboxed/_workspace_candidate.py``), the hidden tests in another that holds
+proxies of it (``sandboxed/_pytest_process.py``, ``_workspace_proxy.py``, ``_workspace_imports.py``),
+and each test's outcome reaches the runner over a pipe only the test process holds: the code under
+test cannot write what decides the verdict. Another ``command`` runs with the code in its process
+and writes a JUnit XML report, which the verdict's detail says comes from that process
+(``REPORT_FROM_THE_CODE``). The host reads the outcome of each case from the runner's answer, never
+from the output. A test function of the hidden files that the outcomes do not show (deleted by a
+skip of its module, a collection error, a process that ended early) counts as failed, and so does
+a skipped case. Reward: the fraction of hidden test cases passed, or 1/0 with ``all_or_nothing``.
 """
 
 from __future__ import annotations
@@ -29,14 +34,26 @@ from pathlib import Path, PurePosixPath
 from pydantic import Field, field_validator, model_validator
 
 from veriloop.core import Snapshot, Task, WorkspaceError, snapshot_archive, workspace_path
+from veriloop.sandbox import joined_source
+from veriloop.verifiers.code.sandboxed import _wire
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
 
-RUNNER_SOURCE = (Path(__file__).parent / "sandboxed" / "_test_runner.py").read_text(encoding="utf-8")
+_SANDBOXED = Path(__file__).parent / "sandboxed"
+RUNNER_SOURCE = (_SANDBOXED / "_test_runner.py").read_text(encoding="utf-8")
+_ON_ITS_FOLDER = "import os as _os, sys as _sys\n_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))\n"
+PYTEST_SCRIPTS = {
+    "_wire.py": Path(_wire.__file__).read_text(encoding="utf-8"),
+    "pytest_process.py": _ON_ITS_FOLDER
+    + joined_source(_SANDBOXED, ("_crossing", "_workspace_proxy", "_workspace_imports", "_pytest_process")),
+    "candidate.py": _ON_ITS_FOLDER + joined_source(_SANDBOXED, ("_crossing", "_workspace_candidate")),
+}
+"""The scripts of a pytest run's test and candidate processes, written to the run's private folder."""
 PYTEST = ["python", "-m", "pytest", "-q"]
 _BYTECODE_DIRS = frozenset({"__pycache__", ".pytest_cache"})
 _BYTECODE_SUFFIXES = (".pyc", ".pyo", ".pth")
 _HOOK_FILES = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py"})
 _OUTPUT_CHARS = 4000
+REPORT_FROM_THE_CODE = "the report comes from the process that runs the workspace's code (command is not pytest)"
 
 
 class WorkspaceTestsConfig(VerifierConfig):
@@ -138,10 +155,18 @@ def verdict_workspace(
     return kept, sorted(removed)
 
 
-def runner_program(config: WorkspaceTestsConfig) -> str:
+def trusted_files(files: dict[str, bytes], hidden: dict[str, str]) -> list[str]:
+    """The Python files of the verdict workspace that pytest's test process runs itself: the
+    hidden files and the conftests the task shipped (the others were removed)."""
+    return sorted(p for p in files if p.endswith(".py") and (p in hidden or PurePosixPath(p).name == "conftest.py"))
+
+
+def runner_program(config: WorkspaceTestsConfig, trusted: list[str] = ()) -> str:
     settings = {
         "command": config.command,
         "test_files": test_files(config.files),
+        "trusted": list(trusted),
+        "scripts": PYTEST_SCRIPTS if config.runs_pytest else {},
         "timeout_s": config.timeout_s,
         "output_chars": _OUTPUT_CHARS,
     }
@@ -178,7 +203,8 @@ def check_workspace_tests(config: WorkspaceTestsConfig, task: Task, response: st
     if config.runs_pytest and task.environment is None:
         raise GraderError("pytest runs on an environment: give the task an 'environment' with pytest installed")
     files, removed = verdict_workspace(task.workspace_files(), final_workspace(task, response), config.files)
-    result = run_in_environment(task, runner_program(config), files, config.timeout_s + 15, config.memory_mb)
+    program = runner_program(config, trusted_files(files, config.files))
+    result = run_in_environment(task, program, files, config.timeout_s + 15, config.memory_mb)
     note = f" (left out of the run: {', '.join(removed[:5])}{' ...' if len(removed) > 5 else ''})" if removed else ""
     if not result.ok:
         detail = f"the test run ended: {result.status} {result.detail}".rstrip() + note
@@ -217,6 +243,8 @@ def _tally(config: WorkspaceTestsConfig, cases: list[tuple], note: str, environm
     detail = f"{passed}/{total} hidden tests passed"
     if failing:
         detail += f"; not passed: {', '.join(failing[:8])}{' ...' if len(failing) > 8 else ''}"
+    if not config.runs_pytest:
+        detail += f"; {REPORT_FROM_THE_CODE}"
     feedback = "" if complete else f"{total - passed} of {total} hidden tests did not pass."
     return Verdict(reward, complete, detail=detail + note, feedback=feedback, environment=environment)
 

@@ -4,17 +4,26 @@ Standard library only; the host (``_workspace_tests.py``) runs this source as a 
 workspace is the final workspace (cleaned of planted test machinery) with the hidden test files
 written over it. The host fills in ``SETTINGS`` before sending it.
 
-The test command runs as a child with its own pipes. This process is not dumpable, so no process
-of the run can open its descriptors or write to its stdout. Pytest is run in isolated mode
-(``python -I``: no current directory, user site or ``PYTHON*`` variables on the path, so a
-planted ``pytest.py`` or ``sitecustomize.py`` is never imported), with a configuration file of
-this runner's own (``-c``: the workspace's ``pytest.ini``, ``tox.ini``, ``setup.cfg`` or
-``pyproject.toml`` add no options, plugins or deselections), no cache, and the JUnit XML
-report written to a fresh directory made here just before the run. Another command must write
-JUnit XML to the path in ``$VERILOOP_REPORT`` (``{report}`` in its arguments is replaced by it).
-When the command ends, every other process of the run is killed, then the report is read. The
-answer is one JSON line on stdout: the cases found (file, name, outcome), the command's exit
-code and the tail of its output.
+This process is not dumpable, so no process of the run can open its descriptors or write to its
+stdout; it makes a private folder for the run's files, and when the tests end it kills every
+other process of the run before it reads their results.
+
+Pytest runs in three processes. The test process (``_pytest_process.py``, started here, isolated
+as ``python -I``: no current directory, user site or ``PYTHON*`` variables on the path, so a
+planted ``pytest.py`` or ``sitecustomize.py`` is never imported) runs pytest with a
+configuration file of this runner's own (``-c``: the workspace's ``pytest.ini``, ``tox.ini``,
+``setup.cfg`` or ``pyproject.toml`` add no options, plugins or deselections) and no cache. The
+workspace's modules run only in the candidate process that the test process starts
+(``_workspace_candidate.py``; the tests hold proxies, ``_workspace_proxy.py``). Each test's
+outcome comes back here over a pipe that only the test process holds, and this runner turns
+the reports into cases: no file, and nothing the workspace's code can reach, decides them.
+
+Another command runs as one child process with the workspace's code in it, and must write JUnit
+XML to the path in ``$VERILOOP_REPORT`` (``{report}`` in its arguments is replaced by it): that
+report comes from the process that runs the code, which can write it as it likes.
+
+The answer is one JSON line on stdout: the cases found (file, class, name, outcome), the
+command's exit code and the tail of its output.
 """
 
 import ctypes
@@ -24,20 +33,33 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ElementTree
 
-SETTINGS = {}  # filled in by the host: command, test_files, timeout_s, output_chars
+SETTINGS = {}  # filled in by the host: command, test_files, trusted, scripts, timeout_s, output_chars
 PR_SET_DUMPABLE = 4
 PYTEST_INI = "[pytest]\npythonpath = %s\naddopts =\n"  # the workspace on the path, as `python -m pytest` puts it
 
 
-def hardened(command, report, ini, test_files):
-    """The command line to run: pytest's hardened, any other as given with ``{report}`` filled."""
-    if len(command) >= 3 and command[0] in ("python", "python3") and command[1:3] == ["-m", "pytest"]:
-        head = [command[0], "-I", "-B", "-m", "pytest", "-c", ini, "--rootdir", os.getcwd()]
-        head += ["-p", "no:cacheprovider", "--junitxml", report, "-o", "junit_family=xunit1"]
-        return head + command[3:] + list(test_files)
+def runs_pytest(command):
+    return len(command) >= 3 and command[0] in ("python", "python3") and command[1:3] == ["-m", "pytest"]
+
+
+def pytest_argv(command, folder, ini, channel):
+    """The test process's command line: pytest's arguments, hardened, go in its one argument."""
+    arguments = ["-c", ini, "--rootdir", os.getcwd(), "-p", "no:cacheprovider", *command[3:]]
+    job = {
+        "args": arguments + list(SETTINGS["test_files"]),
+        "trusted": SETTINGS["trusted"],
+        "channel": channel,
+        "candidate": os.path.join(folder, "candidate.py"),
+    }
+    return [command[0], "-I", "-B", os.path.join(folder, "pytest_process.py"), json.dumps(job)]
+
+
+def command_argv(command, report):
+    """Any other command, as given with ``{report}`` filled."""
     return [part.replace("{report}", report) for part in command]
 
 
@@ -76,45 +98,111 @@ def cases_from(report):
     return cases
 
 
-def main():
-    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    folder = "/tmp/.verdict-" + secrets.token_hex(8)
-    os.mkdir(folder, 0o700)
-    report = os.path.join(folder, "report.xml")
-    ini = os.path.join(folder, "pytest.ini")
-    with open(ini, "w") as handle:
-        handle.write(PYTEST_INI % os.getcwd())
-    argv = hardened(SETTINGS["command"], report, ini, SETTINGS["test_files"])
-    env = dict(os.environ, VERILOOP_REPORT=report)
-    env.pop("PYTHONPATH", None)
-    answer = {"cases": [], "exit_code": None, "output": "", "problem": ""}
+def cases_from_channel(lines):
+    """``[(file, class, name, outcome)]`` of the test process's reports: a test failed when any
+    of its phases failed (an error when that was its setup or teardown), skipped when one
+    skipped, passed when its call passed."""
+    phases = {}
+    for line in lines:
+        try:
+            report = json.loads(line)
+            phases.setdefault(report["nodeid"], {})[report["when"]] = report["outcome"]
+        except (ValueError, KeyError, TypeError):
+            continue
+    cases = []
+    for nodeid, outcome_of in phases.items():
+        file, *owners, name = nodeid.split("::")
+        outcomes = set(outcome_of.values())
+        if "failed" in outcomes:
+            outcome = "failed" if outcome_of.get("call") == "failed" else "error"
+        elif "skipped" in outcomes:
+            outcome = "skipped"
+        else:
+            outcome = "passed" if outcome_of.get("call") == "passed" else "error"
+        cases.append((file, ".".join(owners), name, outcome))
+    return cases
+
+
+def read_lines(descriptor, into):
+    with os.fdopen(descriptor, "r", errors="replace") as channel:
+        into.extend(channel)
+
+
+def run(argv, env, pass_fds, answer):
+    """Run ``argv`` to its end or the time limit, filling ``answer``'s exit code, output, problem."""
     try:
-        done = subprocess.run(
+        child = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=env,
-            timeout=SETTINGS["timeout_s"],
+            pass_fds=pass_fds,
             start_new_session=True,
         )
-        answer["exit_code"] = done.returncode
-        answer["output"] = done.stdout.decode("utf-8", "replace")[-SETTINGS["output_chars"] :]
-    except subprocess.TimeoutExpired as exc:
-        answer["problem"] = "the tests did not finish within %gs" % SETTINGS["timeout_s"]
-        answer["output"] = (exc.output or b"").decode("utf-8", "replace")[-SETTINGS["output_chars"] :]
     except OSError as exc:
         answer["problem"] = "cannot run %r: %s" % (argv[0], exc.strerror)
-    kill_the_rest()
-    if not answer["problem"]:
-        try:
-            answer["cases"] = cases_from(report)
-        except FileNotFoundError:
-            answer["problem"] = "the tests wrote no report"
-        except (ElementTree.ParseError, OSError) as exc:
-            answer["problem"] = "the report is not JUnit XML (%s)" % exc
+        return
+    for descriptor in pass_fds:
+        os.close(descriptor)
+    try:
+        output, _ = child.communicate(timeout=SETTINGS["timeout_s"])
+        answer["exit_code"] = child.returncode
+    except subprocess.TimeoutExpired:
+        answer["problem"] = "the tests did not finish within %gs" % SETTINGS["timeout_s"]
+        kill_the_rest()
+        output, _ = child.communicate()
+    answer["output"] = output.decode("utf-8", "replace")[-SETTINGS["output_chars"] :]
+
+
+def prepare(folder):
+    """The run's private folder: its pytest configuration and the scripts the host sent."""
+    os.mkdir(folder, 0o700)
+    ini = os.path.join(folder, "pytest.ini")
+    with open(ini, "w") as handle:
+        handle.write(PYTEST_INI % os.getcwd())
+    for name, text in SETTINGS["scripts"].items():
+        with open(os.path.join(folder, name), "w") as handle:
+            handle.write(text)
+    return ini
+
+
+def main():
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    folder = "/tmp/.verdict-" + secrets.token_hex(8)
+    ini = prepare(folder)
+    report = os.path.join(folder, "report.xml")
+    env = dict(os.environ, VERILOOP_REPORT=report)
+    env.pop("PYTHONPATH", None)
+    answer = {"cases": [], "exit_code": None, "output": "", "problem": ""}
+    if runs_pytest(SETTINGS["command"]):
+        reading, writing = os.pipe()
+        lines = []
+        reader = threading.Thread(target=read_lines, args=(reading, lines), daemon=True)
+        reader.start()
+        run(pytest_argv(SETTINGS["command"], folder, ini, writing), env, (writing,), answer)
+        kill_the_rest()
+        reader.join(timeout=5)
+        answer["cases"] = cases_from_channel(list(lines))
+        if not lines and not answer["problem"]:
+            answer["problem"] = "the test process reported nothing"
+    else:
+        run(command_argv(SETTINGS["command"], report), env, (), answer)
+        kill_the_rest()
+        if not answer["problem"]:
+            answer["cases"], answer["problem"] = report_cases(report)
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
+
+
+def report_cases(report):
+    """The cases of a JUnit XML report and the problem reading it (empty when none)."""
+    try:
+        return cases_from(report), ""
+    except FileNotFoundError:
+        return [], "the tests wrote no report"
+    except (ElementTree.ParseError, OSError) as exc:
+        return [], "the report is not JUnit XML (%s)" % exc
 
 
 if __name__ == "__main__":
