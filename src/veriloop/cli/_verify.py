@@ -90,6 +90,7 @@ def verify(
     Writes one score row per response row (reward, passed, status, detail, feedback) and prints
     a summary on stderr. A grader failure is an infra_error, counted apart, never a reward of 0.
     """
+    finish_sandbox = start_sandbox_early(workers)  # first: everything below overlaps its start
     import sys
     import time
 
@@ -99,7 +100,6 @@ def verify(
     from veriloop.core import load_plugins, write_records
 
     load_plugins(plugins)
-    finish_sandbox = start_sandbox_early(workers)
     from veriloop.verifiers import verify_many
 
     pairs = _pairs(tasks, responses)
