@@ -1,12 +1,17 @@
-"""The work ``veriloop verify`` does per task is done once: the checks that validate a
-``python_tests`` task ask their questions of one parse of its code."""
+"""The work ``veriloop verify`` does per task or per run is done once: the checks that validate
+a ``python_tests`` task ask their questions of one parse of its code, and the code sandbox
+preloads the graders' harnesses, so a run's script carries its job alone."""
 
 from __future__ import annotations
 
 import ast
 
-from veriloop.core import Task
+import pytest
+
+from veriloop.core import Response, Task
+from veriloop.sandbox import Limits, Sandbox, SandboxUnavailable
 from veriloop.tasks import check_task
+from veriloop.verifiers import code_workers, new_code_sandbox, set_code_workers, use_code_sandbox, verify_many
 
 TESTS = """
 import math
@@ -44,3 +49,54 @@ def test_a_typo_in_the_tests_is_still_found_after_they_were_checked():
     for _ in range(2):
         problem = check_task(Task(id="typo", domain="code", prompt="p", verifier=verifier))
         assert problem is not None and "name 'candidat' is not defined" in problem
+
+
+class RecordingSandbox:
+    """A real sandbox that keeps the length of every script it is given to run."""
+
+    def __init__(self, sandbox: Sandbox):
+        self.sandbox, self.workers, self.scripts = sandbox, sandbox.workers, []
+
+    @property
+    def preloaded(self) -> frozenset[str]:
+        return getattr(self.sandbox, "preloaded", frozenset())
+
+    def run_python(self, code: str, **options):
+        self.scripts.append(len(code))
+        return self.sandbox.run_python(code, **options)
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+
+def verified_on(sandbox: Sandbox, code) -> tuple[list, list[int]]:
+    """Scores of right, wrong and crashing answers to a data-only and a coded suite, checked on
+    ``sandbox``, and the lengths of the scripts it ran."""
+    recording = RecordingSandbox(sandbox)
+    before = code_workers()
+    use_code_sandbox(recording)
+    try:
+        tasks = [code.add_task(task_id="literal"), code.add_task(code.CODED_TESTS, task_id="coded")]
+        answers = [code.GOLD_ADD, "    return a - b\n", "    raise SystemExit(0)\n"]
+        pairs = [
+            (task, Response(id=f"{task.id}-{n}", task_id=task.id, response=code.ADD_PROMPT + answer))
+            for task in tasks
+            for n, answer in enumerate(answers)
+        ]
+        scores = verify_many(pairs, threads=2)
+    finally:
+        set_code_workers(before)  # closes the sandbox and goes back to the default one
+    return [(s.id, s.status, s.reward, s.passed, s.detail) for s in scores], recording.scripts
+
+
+def test_runs_on_the_code_sandbox_carry_their_job_alone_and_score_as_without_preloading(code):
+    try:
+        preloading, plain = new_code_sandbox(1), Sandbox(workers=1)
+    except SandboxUnavailable as exc:
+        pytest.skip(f"no sandbox on this machine: {exc}")
+    with_harness, small = verified_on(preloading, code)
+    without, shipped = verified_on(plain, code)
+    assert with_harness == without
+    assert [s[3] for s in with_harness] == [True, False, False, True, False, False]
+    jobs, harnessed = [n for n in small if n > 200], [n for n in shipped if n > 200]  # not the tiny probe
+    assert min(len(jobs), len(harnessed)) >= 6 and max(jobs) < 8_000 < 20_000 < min(harnessed)

@@ -19,9 +19,9 @@ def start_sandbox_early(workers: int):
 
     def start() -> None:
         try:
-            from veriloop.sandbox import Sandbox
+            from veriloop.verifiers import new_code_sandbox
 
-            started["sandbox"] = Sandbox(workers=workers)
+            started["sandbox"] = new_code_sandbox(workers)
         except Exception:  # reported again by the first check that needs the sandbox
             pass
 
