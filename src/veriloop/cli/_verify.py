@@ -94,22 +94,30 @@ def verify(
     import sys
     import time
 
-    from rich.console import Console
-    from rich.progress import Progress
-
     from veriloop.core import load_plugins, write_records
 
     load_plugins(plugins)
-    from veriloop.verifiers import verify_many
-
     pairs = _pairs(tasks, responses)
     finish_sandbox()
     started = time.perf_counter()
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    with Progress(console=err, transient=True, disable=not sys.stderr.isatty()) as progress:
-        bar = progress.add_task("verifying", total=len(pairs))
-        scores = verify_many(pairs, threads=2 * workers, on_score=lambda _: progress.advance(bar))
+    scores = _verify_all(pairs, workers)
     write_records(out, scores)
     for line in _summary(scores, time.perf_counter() - started):
-        err.print(line, markup=False)
+        print(line, file=sys.stderr)
     return 0
+
+
+def _verify_all(pairs: list, workers: int) -> list:
+    """The scores, with a progress bar on a terminal (rich is imported only for one)."""
+    import sys
+
+    from veriloop.verifiers import verify_many
+
+    if not sys.stderr.isatty():
+        return verify_many(pairs, threads=2 * workers)
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        bar = progress.add_task("verifying", total=len(pairs))
+        return verify_many(pairs, threads=2 * workers, on_score=lambda _: progress.advance(bar))
