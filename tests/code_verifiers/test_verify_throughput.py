@@ -5,6 +5,7 @@ preloads the graders' harnesses, so a run's script carries its job alone."""
 from __future__ import annotations
 
 import ast
+import json
 
 import pytest
 
@@ -100,3 +101,32 @@ def test_runs_on_the_code_sandbox_carry_their_job_alone_and_score_as_without_pre
     assert [s[3] for s in with_harness] == [True, False, False, True, False, False]
     jobs, harnessed = [n for n in small if n > 200], [n for n in shipped if n > 200]  # not the tiny probe
     assert min(len(jobs), len(harnessed)) >= 6 and max(jobs) < 8_000 < 20_000 < min(harnessed)
+
+
+FROZEN_AFTER_VERIFY = """
+import gc, sys
+from veriloop.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(gc.get_freeze_count())
+"""
+
+
+def test_the_verify_command_freezes_what_it_loaded_before_it_verifies(tmp_path, code):
+    # The modules and the task set live as long as the command: the collector should not rescan
+    # them while the sandboxes are kept busy.
+    import subprocess
+    import sys
+
+    from veriloop.core import write_jsonl
+
+    write_jsonl(tmp_path / "tasks.jsonl", [code.add_task()])
+    write_jsonl(tmp_path / "responses.jsonl", [{"id": "r", "task_id": "add", "response": code.GOLD_ADD}])
+    files = ["--tasks", tmp_path / "tasks.jsonl", "--responses", tmp_path / "responses.jsonl"]
+    command = [sys.executable, "-c", FROZEN_AFTER_VERIFY, "verify", *files, "--out", tmp_path / "s.jsonl"]
+    done = subprocess.run([str(part) for part in command], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) > 10_000  # every object of the loaded modules and tasks
+    assert json.loads((tmp_path / "s.jsonl").read_text())["passed"] is True
