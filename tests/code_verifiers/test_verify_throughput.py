@@ -130,3 +130,19 @@ def test_the_verify_command_freezes_what_it_loaded_before_it_verifies(tmp_path, 
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split()[-1]) > 10_000  # every object of the loaded modules and tasks
     assert json.loads((tmp_path / "s.jsonl").read_text())["passed"] is True
+
+
+def test_a_candidate_run_on_a_preloading_sandbox_does_not_wait_for_the_interpreter_probe(monkeypatch):
+    # The probe is a run of its own on a worker: a candidate run that needs nothing of it (its
+    # harness is already in the sandbox) must not wait for it.
+    from veriloop.verifiers.code import _candidate_calls
+    from veriloop.verifiers.code._code_sandbox import CodeLimits
+    from veriloop.verifiers.code.sandboxed._wire import call_key
+
+    def probe_not_done() -> str:
+        raise AssertionError("the candidate's run waited for the interpreter probe")
+
+    monkeypatch.setattr(_candidate_calls, "sandbox_tag", probe_not_done)
+    program = "def double(x):\n    return 2 * x\n"
+    ran = _candidate_calls.call_candidate(program, "double", [call_key([21], {})], CodeLimits(5, 256))
+    assert ran.load_error is None and ran.outcomes[call_key([21], {})]["value"] == 42

@@ -166,7 +166,7 @@ def _script(state: _Progress) -> PythonRun:
         audited_script(job)
         if state.request.audited
         else build_script(
-            "_candidate_process", "run_candidate", job, sandbox_tag(), preloaded_in(state.request.environment)
+            "_candidate_process", "run_candidate", job, sandbox_tag, preloaded_in(state.request.environment)
         )
     )
     return PythonRun(script, state.request.limits, environment=state.request.environment)

@@ -24,6 +24,7 @@ import json
 import marshal
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,21 +83,25 @@ def _harness(module: str) -> tuple[str, str]:
 
 
 def build_script(
-    module: str, function: str, job: dict[str, Any], sandbox_tag: str | None, preloaded: frozenset[str] = frozenset()
+    module: str,
+    function: str,
+    job: dict[str, Any],
+    sandbox_tag: Callable[[], str | None],
+    preloaded: frozenset[str] = frozenset(),
 ) -> str:
     """The script running ``module.function(job)`` in a bare interpreter (``module``: a file
     name in ``sandboxed/``, without ``.py``).
 
     When the sandbox preloads the harness (``preloaded_name(module)`` in ``preloaded``, its
-    ``Sandbox.preloaded``), the script imports it; else, when ``sandbox_tag`` (the sandbox
-    interpreter's ``interpreter_tag``) matches this one, the harness travels precompiled;
-    otherwise as source.
+    ``Sandbox.preloaded``), the script imports it; else, when ``sandbox_tag()`` (the sandbox
+    interpreter's ``interpreter_tag``, asked only then: it may wait for a probe run) matches
+    this one, the harness travels precompiled; otherwise as source.
     """
     payload = json.dumps(job, separators=(",", ":"))
     if preloaded_name(module) in preloaded:
         return f"from {preloaded_name(module)} import _json, {function}\n{function}(_json.loads({payload!r}))\n"
     source, blob = _harness(module)
-    if sandbox_tag == interpreter_tag():
+    if sandbox_tag() == interpreter_tag():
         load = f"import base64 as _b64, marshal as _marshal\nexec(_marshal.loads(_b64.b64decode({blob!r})))\n"
     else:
         load = f"exec(compile({source!r}, {f'<{module}>'!r}, 'exec'))\n"

@@ -86,7 +86,7 @@ def _test_run(chunk: Sequence[tuple[TestSource, dict[str, Outcome], Visible]]) -
     limits = [source.test_limits() for source, _, _ in chunk]
     combined = CodeLimits(max(each.timeout_s for each in limits), max(each.memory_mb for each in limits))
     job = {"items": items, "compiled": compiled, "nonce": nonce}
-    script = build_script("_tests_process", "run_tests", job, sandbox_tag(), preloaded_in(None))
+    script = build_script("_tests_process", "run_tests", job, sandbox_tag, preloaded_in(None))
     return PythonRun(script, combined), nonce
 
 
