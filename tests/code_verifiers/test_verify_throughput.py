@@ -10,7 +10,7 @@ import json
 import pytest
 
 from veriloop.core import Response, Task
-from veriloop.sandbox import Limits, Sandbox, SandboxUnavailable
+from veriloop.sandbox import Sandbox, SandboxUnavailable
 from veriloop.tasks import check_task
 from veriloop.verifiers import code_workers, new_code_sandbox, set_code_workers, use_code_sandbox, verify_many
 
