@@ -100,7 +100,7 @@ def verify(
     load_plugins(plugins)
     pairs = _pairs(tasks, responses)
     # What is loaded by now (modules, the task set) lives as long as the command: frozen, the
-    # garbage collector stops rescanning it during verification (a full pass cost ~0.1 s).
+    # garbage collector stops rescanning it during verification (a full pass took up to 0.1 s).
     gc.freeze()
     finish_sandbox()
     started = time.perf_counter()
