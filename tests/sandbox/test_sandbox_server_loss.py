@@ -69,6 +69,50 @@ def wait_for(predicate, seconds: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def started_in_a_thread_that_ends(start):
+    """``start()`` run in a thread of its own, which has ended when this returns."""
+    made = []
+    thread = threading.Thread(target=lambda: made.append(start()))
+    thread.start()
+    thread.join()
+    return made[0]
+
+
+@pytest.mark.e2e
+def test_a_sandbox_started_in_a_thread_that_has_ended_keeps_its_server():
+    # Bubblewrap dies with the thread that started it (--die-with-parent): a sandbox started
+    # early, from a short-lived thread, must still serve its first run on the same server.
+    try:
+        box = started_in_a_thread_that_ends(lambda: Sandbox(limits=LIMITS, workers=1))
+    except SandboxUnavailable as exc:
+        pytest.skip(f"no sandbox on this machine: {exc}")
+    with box:
+        [handle] = box._backend._servers
+        bubblewrap = handle._proc
+        time.sleep(0.2)
+        assert bubblewrap.poll() is None, f"the server ended with its starting thread ({bubblewrap.returncode})"
+        result = box.run_python("print('up')")
+        assert (result.status, result.stdout, result.sandbox_replaced) == ("ok", "up\n", False), result.detail
+        assert handle._proc is bubblewrap
+
+
+@pytest.mark.e2e
+def test_a_server_replaced_from_a_thread_that_has_ended_keeps_serving(lone):
+    # A run on a pool's thread finds its server dead and starts a fresh one; that thread then
+    # ends (the pool is shut down): the fresh server must serve the next run.
+    os.kill(server_pid(lone), signal.SIGKILL)
+    [handle] = lone._backend._servers
+    wait_for(lambda: handle._proc.poll() is not None)
+    first = started_in_a_thread_that_ends(lambda: lone.run_python("print('fresh')"))
+    assert (first.status, first.stdout) == ("ok", "fresh\n"), first.detail
+    bubblewrap = handle._proc
+    time.sleep(0.2)
+    assert bubblewrap.poll() is None, f"the fresh server ended with its starting thread ({bubblewrap.returncode})"
+    result = lone.run_python("print('still')")
+    assert (result.status, result.stdout) == ("ok", "still\n"), result.detail
+    assert handle._proc is bubblewrap
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("pause_s", [0.0, 0.002, 0.3])
 def test_a_run_right_after_its_idle_server_was_killed_runs_normally(lone, pause_s):

@@ -32,6 +32,7 @@ class BackendSettings:
     url: str | None = None  # remote: the service's base URL
     token: str | None = None  # remote: bearer token
     environment: str | None = None  # bwrap: the name of a built environment to run on
+    preload: tuple[tuple[str, str], ...] = ()  # bwrap: (module name, source) defined before every run
 
 
 class Backend(Protocol):

@@ -117,11 +117,14 @@ def launch_for(
     *,
     workspace: str | None = None,
     command: tuple[str, ...] | None = None,
+    preload: tuple[tuple[str, str], ...] = (),
 ) -> Launch:
     """The bubblewrap invocation of a sandbox server with ``limits.disk_mb``-sized mounts.
 
     ``workspace`` (a host directory bound as ``/workspace`` instead of a tmpfs) and ``command``
     (run instead of the server) make the sandbox a person can look around in (``open_shell``).
+    ``preload`` (module name, source) pairs are placed read-only under ``/preload/`` and defined
+    by the server before its first run (``sandboxed/_server.py``'s ``preload``).
     """
     size = str(limits.disk_mb << 20)
     etc = LOADER_ETC + (_ETC_NETWORK if network else ())
@@ -162,7 +165,14 @@ def launch_for(
     program = seccomp_program()
     if program is not None:
         data.append(("--seccomp", "", program))
-    command = command or (python.executable, "-I", "-c", bootstrap(SERVER_SOURCE, "<sandbox server>"), *python.warm)
+    preloaded = []
+    for name, source in preload:
+        if not name.isidentifier():
+            raise UserError(f"a preloaded module needs a Python module name, got {name!r}")
+        data.append(("--ro-bind-data", f"/preload/{name}.py", source.encode()))
+        preloaded.append(f"/preload/{name}.py")
+    server = (python.executable, "-I", "-c", bootstrap(SERVER_SOURCE, "<sandbox server>"), *python.warm, *preloaded)
+    command = command or server
     return Launch(
         head=tuple(head), data=tuple(data), tail=(*args, *command), run_as=NOBODY if os.geteuid() == 0 else None
     )

@@ -29,7 +29,7 @@ class BwrapBackend:
         else:
             python = find_python(settings.python)
         self._stamp = {"environment": self.environment.hash} if self.environment else None
-        launch = launch_for(python, settings.limits, settings.network)
+        launch = launch_for(python, settings.limits, settings.network, preload=settings.preload)
         self._servers = [ServerHandle(launch, settings.limits) for _ in range(settings.workers)]
         self._idle: queue.SimpleQueue[ServerHandle] = queue.SimpleQueue()
         try:

@@ -22,6 +22,8 @@ class RemoteBackend:
                 "a remote sandbox runs on the environment its service was started with "
                 "(veriloop sandbox serve --env NAME); leave environment unset here"
             )
+        if settings.preload:
+            raise UserError("a remote sandbox cannot preload modules; leave preload unset here")
         if not settings.url:
             raise UserError("the remote sandbox backend needs url= (e.g. http://127.0.0.1:8080)")
         headers = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}

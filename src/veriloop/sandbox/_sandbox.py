@@ -39,7 +39,10 @@ class Sandbox:
     to every run unless a call passes its own. ``network=True`` gives runs the host's network
     (bwrap only; off by default). ``python`` picks the interpreter used inside (bwrap only).
     ``environment`` names a built environment (``veriloop env build``) whose packages runs can
-    import (bwrap only); every result then carries its hash.
+    import (bwrap only); every result then carries its hash. ``preload`` maps module names to
+    source (standard library only, trusted: the host's own) that each sandbox defines once, before
+    its first run, so that every run finds those modules already imported (bwrap only; the
+    names are in ``preloaded``). Nothing a run does to them reaches another run.
 
     Every run returns an ExecResult; a run that hit a limit is a status, never an exception.
     Bad arguments raise UserError; a sandbox that cannot start, or a service that cannot be
@@ -57,6 +60,7 @@ class Sandbox:
         url: str | None = None,
         token: str | None = None,
         environment: str | None = None,
+        preload: Mapping[str, str] | None = None,
     ):
         if not isinstance(workers, int) or not 1 <= workers <= 256:
             raise UserError(f"workers must be a whole number from 1 to 256, got {workers!r}")
@@ -70,7 +74,9 @@ class Sandbox:
             url=url,
             token=token,
             environment=environment,
+            preload=tuple((preload or {}).items()),
         )
+        self.preloaded = frozenset(preload or ())
         self._backend: Backend = BACKENDS.get(backend)(settings)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox")
         self._finalizer = weakref.finalize(self, _shutdown, self._backend, self._executor)

@@ -41,6 +41,7 @@ from veriloop.sandbox._backend import SandboxUnavailable
 from veriloop.sandbox._bwrap import HOST_ENV, Launch
 from veriloop.sandbox._cgroup import MemoryCap
 from veriloop.sandbox._job import Job
+from veriloop.sandbox._lasting_thread import in_lasting_thread
 from veriloop.sandbox._limits import MIB, EnforcedLimits, Limits, enforced_limits
 
 _READY_TIMEOUT_S = 30.0
@@ -251,17 +252,19 @@ class ServerHandle:
             argv = self._launch.argv(fds, last=(str(starts_w),))
             if self._cap is not None:  # join the memory cgroup first, so every process starts in it
                 argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self._cap.join_file, *argv]
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=HOST_ENV,
-                cwd="/",
-                pass_fds=[*fds, starts_w],
-                bufsize=0,
-                start_new_session=True,
-                **drop,
+            self._proc = in_lasting_thread(  # bubblewrap dies with the thread that starts it
+                lambda: subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=HOST_ENV,
+                    cwd="/",
+                    pass_fds=[*fds, starts_w],
+                    bufsize=0,
+                    start_new_session=True,
+                    **drop,
+                )
             )
         except BaseException:
             os.close(starts)

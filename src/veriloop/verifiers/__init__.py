@@ -23,7 +23,8 @@ from veriloop.verifiers._catalogue import KindField, markdown_table, verifier_fi
 from veriloop.verifiers._batch import BATCH_CHECKS, register_batch_check, verify_many
 from veriloop.verifiers.audit._exploits import CATEGORIES as EXPLOIT_CATEGORIES
 from veriloop.verifiers.audit._exploits import EXPLOIT_ADAPTERS, Exploit, exploits_for, gold_response, gold_workspace
-from veriloop.verifiers.code._code_sandbox import code_workers, set_code_workers, start_code_sandbox, use_code_sandbox
+from veriloop.verifiers.code._code_sandbox import code_workers, new_code_sandbox, set_code_workers, start_code_sandbox
+from veriloop.verifiers.code._code_sandbox import use_code_sandbox
 from veriloop.verifiers.code._extract import candidate_program, extract_code
 from veriloop.verifiers.code._python_tests import PythonTestsConfig
 from veriloop.verifiers.code._stdio import StdioCase, StdioConfig
@@ -86,6 +87,7 @@ __all__ = [
     "gold_response",
     "gold_workspace",
     "markdown_table",
+    "new_code_sandbox",
     "register_batch_check",
     "register_verifier",
     "set_code_workers",

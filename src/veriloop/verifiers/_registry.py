@@ -7,6 +7,7 @@ check: a broken grader becomes an ``infra_error`` score, never a reward of 0.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -14,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from veriloop.core import Registry, Response, Score, Task, inline_files
+from veriloop.verifiers._memo import Memo
 
 C = TypeVar("C", bound=BaseModel)
 
@@ -67,10 +69,21 @@ class VerifierKind(Generic[C]):
     check: Callable[[C, Task, str], Verdict]
 
     def parse_config(self, verifier: dict[str, Any]) -> C:
-        """Validate a task's ``verifier`` object (``kind`` excluded); raises ValidationError."""
-        fields = {k: v for k, v in verifier.items() if k != "kind"}
-        return self.config.model_validate(fields)
+        """Validate a task's ``verifier`` object (``kind`` excluded); raises ValidationError.
 
+        A valid object's config is kept (``_configs``): a task is checked when its file loads
+        and again by every verification, and a code kind's validators parse and walk its code.
+        Configs are frozen, so the same object may serve every check of equal fields."""
+        fields = {k: v for k, v in verifier.items() if k != "kind"}
+        try:
+            key = (self.name, json.dumps(fields, sort_keys=True))
+        except (TypeError, ValueError):  # not JSON data: validated each time
+            return self.config.model_validate(fields)
+        return _configs.get(key, lambda: self.config.model_validate(fields))
+
+
+_configs: Memo[Any] = Memo()
+"""Valid configs by kind name and canonical JSON of their fields (see ``parse_config``)."""
 
 VERIFIERS: Registry[VerifierKind[Any]] = Registry("verifier kind")
 

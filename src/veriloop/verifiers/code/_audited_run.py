@@ -43,7 +43,7 @@ class AuditReport:
 
 def audited_script(job: dict[str, Any]) -> str:
     """The script running ``run_candidate(job)`` with the audit hook added first."""
-    return build_script(*AUDITED_HARNESS, job, sandbox_tag())
+    return build_script(*AUDITED_HARNESS, job, sandbox_tag)
 
 
 def audit_findings(frames: list[dict[str, Any]], result: ExecResult) -> tuple[list[str], list[dict[str, Any]]]:

@@ -21,7 +21,7 @@ from typing import Any
 from veriloop.core import ExecResult
 from veriloop.verifiers.code._audited_run import audit_findings, audited_script
 from veriloop.verifiers.code.sandboxed._channel import parse_frames
-from veriloop.verifiers.code._code_sandbox import CodeLimits, PythonRun, run_python, sandbox_tag
+from veriloop.verifiers.code._code_sandbox import CodeLimits, PythonRun, preloaded_in, run_python, sandbox_tag
 from veriloop.verifiers.code._scripts import build_script, new_nonce
 from veriloop.verifiers.code.sandboxed._wire import NotPlainData, decode_value
 
@@ -174,7 +174,9 @@ def _script(state: _Progress) -> PythonRun:
     script = (
         audited_script(job)
         if state.request.audited
-        else build_script("_candidate_process", "run_candidate", job, sandbox_tag())
+        else build_script(
+            "_candidate_process", "run_candidate", job, sandbox_tag, preloaded_in(state.request.environment)
+        )
     )
     return PythonRun(script, state.request.limits, environment=state.request.environment)
 

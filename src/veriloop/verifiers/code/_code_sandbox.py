@@ -67,12 +67,19 @@ def _new_pool(workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=2 * workers, thread_name_prefix="code-verifier")
 
 
+def new_code_sandbox(workers: int, environment: str | None = None):
+    """A ``veriloop.sandbox.Sandbox`` of ``workers`` made for code verifiers: it preloads their
+    harnesses (``_scripts.harness_preload``), so a run's script is one import and a call."""
+    from veriloop.sandbox import Sandbox
+    from veriloop.verifiers.code._scripts import harness_preload
+
+    return Sandbox(workers=workers, environment=environment, preload=harness_preload())
+
+
 def _sandbox():
     with _lock:
         if _state["sandbox"] is None:
-            from veriloop.sandbox import Sandbox
-
-            _state["sandbox"] = Sandbox(workers=_state["workers"])
+            _state["sandbox"] = new_code_sandbox(_state["workers"])
             _state["pool"] = _new_pool(_state["workers"])
         return _state["sandbox"], _state["pool"]
 
@@ -85,10 +92,14 @@ def environment_sandbox(name: str | None):
     with _lock:
         sandboxes = _state.setdefault("environments", {})
         if name not in sandboxes:
-            from veriloop.sandbox import Sandbox
-
-            sandboxes[name] = Sandbox(workers=_state["workers"], environment=name)
+            sandboxes[name] = new_code_sandbox(_state["workers"], environment=name)
         return sandboxes[name]
+
+
+def preloaded_in(environment: str | None) -> frozenset[str]:
+    """The modules the code sandbox on ``environment`` preloads (``Sandbox.preloaded``; none for
+    a sandbox handed in that was made without them)."""
+    return getattr(environment_sandbox(environment), "preloaded", frozenset())
 
 
 def start_code_sandbox() -> None:

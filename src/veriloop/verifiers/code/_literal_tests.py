@@ -74,7 +74,8 @@ def _case(statement: ast.Assert, names: set[str]) -> LiteralCase | None:
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is))):
         return None
     left, right = test.left, test.comparators[0]
-    key, other = (_call_key(left, names), right) if _call_key(left, names) else (_call_key(right, names), left)
+    left_key = _call_key(left, names)
+    key, other = (left_key, right) if left_key else (_call_key(right, names), left)
     ok, expected = _literal(other)
     if not key or not ok:
         return None

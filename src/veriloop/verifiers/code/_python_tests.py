@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import random
 import sys
 from collections.abc import Sequence
@@ -137,7 +138,7 @@ class PythonTestsConfig(VerifierConfig):
     @classmethod
     def _parses(cls, code: str) -> str:
         try:
-            ast.parse(code)
+            _names_of(code)  # parsed here once, for the questions the checks below ask of it
         except SyntaxError as exc:
             raise ValueError(f"does not parse: {exc.msg} (line {exc.lineno})") from None
         return code
@@ -167,52 +168,91 @@ class PythonTestsConfig(VerifierConfig):
 _BUILTINS = frozenset(dir(builtins)) | {"__name__", "__file__", "__builtins__", "_vl_case"}
 
 
+@dataclass(frozen=True)
+class _Names:
+    """What one walk of a piece of code finds: the names it binds, each name it reads with its
+    line (in walk order), whether it star-imports, and each module it imports with its line."""
+
+    bound: frozenset[str]
+    read: tuple[tuple[str, int], ...]
+    star_import: bool
+    imports: tuple[tuple[str, int], ...]
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_CAUGHT = (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+
+
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` in ``ast.walk``'s order (breadth first), made without its
+    generator per node, which costs more than the parse."""
+    nodes = [tree]
+    for node in nodes:  # the list grows as it is read
+        for name in node._fields:
+            child = getattr(node, name, None)
+            if type(child) is list:
+                nodes += [item for item in child if isinstance(item, ast.AST)]
+            elif isinstance(child, ast.AST):
+                nodes.append(child)
+    return nodes
+
+
+@functools.lru_cache(maxsize=1024)
+def _names_of(code: str) -> _Names:
+    """One parse and one walk of ``code`` (cached per text): a config's checks and its task's
+    check ask several questions of the same tests, once per task of a file."""
+    bound: set[str] = set()
+    read, imports, star = [], [], False
+    for node in _walk(ast.parse(code)):
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is ast.Load:
+                read.append((node.id, node.lineno))
+            else:
+                bound.add(node.id)
+        elif kind is ast.arg:
+            bound.add(node.arg)
+        elif kind in _SCOPES:
+            bound.add(node.name)
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+            if kind is ast.Import:
+                imports += [(alias.name, node.lineno) for alias in node.names]
+            else:
+                star = star or any(alias.name == "*" for alias in node.names)
+                if not node.level and node.module:
+                    imports.append((node.module, node.lineno))
+        elif kind in _CAUGHT and node.name:
+            bound.add(node.name)
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            bound.update(node.names)
+    return _Names(frozenset(bound), tuple(read), star, tuple(imports))
+
+
 def bound_names(code: str) -> set[str]:
     """Every name ``code`` binds anywhere: assignments, loop and ``with`` targets, imports,
     functions, classes and their parameters, comprehension and exception variables."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
-            names.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            names.update(node.names)
-    return names
+    return set(_names_of(code).bound)
 
 
 def undefined_names(code: str, provided: set[str]) -> list[tuple[str, int]]:
     """``(name, line)`` of each name ``code`` reads that neither it, ``provided`` nor the builtins
     define; none when a star import could define anything."""
-    tree = ast.parse(code)
-    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)):
+    names = _names_of(code)
+    if names.star_import:
         return []
     known = provided | _BUILTINS
-    found = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in known:
-            found.setdefault(node.id, node.lineno)
+    found: dict[str, int] = {}
+    for name, line in names.read:
+        if name not in known:
+            found.setdefault(name, line)
     return sorted(found.items(), key=lambda item: item[1])
 
 
 def foreign_imports(code: str) -> list[tuple[str, int]]:
     """``(module, line)`` of each import of ``code`` that is not of the standard library."""
-    found = []
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            names = [node.module]
-        else:
-            continue
-        found += [(name, node.lineno) for name in names if name.split(".")[0] not in sys.stdlib_module_names]
-    return found
+    imports = _names_of(code).imports
+    return [(name, line) for name, line in imports if name.split(".")[0] not in sys.stdlib_module_names]
 
 
 @register_task_check("python_tests")

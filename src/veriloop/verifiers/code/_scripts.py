@@ -8,6 +8,12 @@ Compiling that harness source costs several milliseconds per run, more than the 
 that runs it, so the host compiles it once and ships the marshalled code object. Marshal's
 format is tied to the interpreter's minor version: the script checks the sandbox's
 interpreter and falls back to compiling the source when they differ.
+
+Loading even the marshalled harness (decoding, unmarshalling, defining its functions) costs a
+run about as much again, so the code sandboxes preload it (``harness_preload``): each defines the
+harnesses once, before its first run, in the template every run is copied from, and a run's
+script is then one import and the call. The harness is the host's own code and holds no job's
+data, so no run learns anything of another from it; a run that changes it changes its own copy.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import json
 import marshal
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,24 +60,52 @@ TAG_PROBE = f"import sys as _sys\nprint({_TAG_EXPRESSION})\n"
 """A script printing the interpreter tag of wherever it runs (see ``interpreter_tag``)."""
 
 
+_PRELOADED = ("_candidate_process", "_tests_process")
+"""The harnesses the code sandboxes preload: those of every candidate run and test process."""
+
+
+def _harness_source(module: str) -> str:
+    return joined_source(_SANDBOXED, (*_SHARED, *_HELPERS.get(module, ()), module))
+
+
+def preloaded_name(module: str) -> str:
+    """The name under which a sandbox preloads harness ``module``."""
+    return f"veriloop_harness{module}"
+
+
+def harness_preload() -> dict[str, str]:
+    """The ``preload`` of a code sandbox (``veriloop.sandbox.Sandbox``): module name -> source."""
+    return {preloaded_name(module): _harness_source(module) for module in _PRELOADED}
+
+
 @functools.cache
 def _harness(module: str) -> tuple[str, str]:
-    source = joined_source(_SANDBOXED, (*_SHARED, *_HELPERS.get(module, ()), module))
+    source = _harness_source(module)
     # dont_inherit: this module's ``from __future__ import annotations`` must not reach the
     # harness, whose compile() of the candidate's program would inherit it in turn.
     return source, compiled_blob(compile(source, f"<{module}>", "exec", dont_inherit=True, optimize=2))
 
 
-def build_script(module: str, function: str, job: dict[str, Any], sandbox_tag: str | None) -> str:
+def build_script(
+    module: str,
+    function: str,
+    job: dict[str, Any],
+    sandbox_tag: Callable[[], str | None],
+    preloaded: frozenset[str] = frozenset(),
+) -> str:
     """The script running ``module.function(job)`` in a bare interpreter (``module``: a file
     name in ``sandboxed/``, without ``.py``).
 
-    When ``sandbox_tag`` (the sandbox interpreter's ``interpreter_tag``) matches this one, the
-    harness travels precompiled; otherwise as source.
+    When the sandbox preloads the harness (``preloaded_name(module)`` in ``preloaded``, its
+    ``Sandbox.preloaded``), the script imports it; else, when ``sandbox_tag()`` (the sandbox
+    interpreter's ``interpreter_tag``, asked only then: it may wait for a probe run) matches
+    this one, the harness travels precompiled; otherwise as source.
     """
-    source, blob = _harness(module)
     payload = json.dumps(job, separators=(",", ":"))
-    if sandbox_tag == interpreter_tag():
+    if preloaded_name(module) in preloaded:
+        return f"from {preloaded_name(module)} import _json, {function}\n{function}(_json.loads({payload!r}))\n"
+    source, blob = _harness(module)
+    if sandbox_tag() == interpreter_tag():
         load = f"import base64 as _b64, marshal as _marshal\nexec(_marshal.loads(_b64.b64decode({blob!r})))\n"
     else:
         load = f"exec(compile({source!r}, {f'<{module}>'!r}, 'exec'))\n"

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from veriloop.verifiers.code._candidate_calls import Outcome
 from veriloop.verifiers.code.sandboxed._channel import parse_frames
-from veriloop.verifiers.code._code_sandbox import CodeLimits, PythonRun, run_python, sandbox_tag
+from veriloop.verifiers.code._code_sandbox import CodeLimits, PythonRun, preloaded_in, run_python, sandbox_tag
 from veriloop.verifiers._memo import Memo
 from veriloop.verifiers._registry import GraderError
 from veriloop.verifiers.code.sandboxed._tests_process import load_tests
@@ -86,7 +86,8 @@ def _test_run(chunk: Sequence[tuple[TestSource, dict[str, Outcome], Visible]]) -
     limits = [source.test_limits() for source, _, _ in chunk]
     combined = CodeLimits(max(each.timeout_s for each in limits), max(each.memory_mb for each in limits))
     job = {"items": items, "compiled": compiled, "nonce": nonce}
-    return PythonRun(build_script("_tests_process", "run_tests", job, sandbox_tag()), combined), nonce
+    script = build_script("_tests_process", "run_tests", job, sandbox_tag, preloaded_in(None))
+    return PythonRun(script, combined), nonce
 
 
 class UnsupportedTests(GraderError):
