@@ -23,7 +23,7 @@ def check(candidate):
 """
 
 
-def test_a_tasks_tests_are_parsed_once_for_every_check_of_its_config(monkeypatch):
+def test_a_tasks_tests_are_parsed_once_per_reading_for_every_check_of_its_config(monkeypatch):
     parsed: list[str] = []
     parse = ast.parse
 
@@ -39,9 +39,11 @@ def test_a_tasks_tests_are_parsed_once_for_every_check_of_its_config(monkeypatch
         prompt="Write add(a, b).",
         verifier={"kind": "python_tests", "entry_point": "add", "tests": tests, "prompt_code": "import math\n"},
     )
-    assert check_task(task) is None  # validates the config and runs the kind's task check
+    assert check_task(task) is None  # validates the config, plans the coded suite, runs the kind's task check
+    first = parsed.count(tests)
     assert check_task(task) is None  # as a second load of the file, or a verification, would
-    assert parsed.count(tests) == 1
+    assert parsed.count(tests) == first  # every reading of the text is cached per text
+    assert first <= 3  # its names, its literal cases (none here) and its instrumented program
 
 
 def test_a_typo_in_the_tests_is_still_found_after_they_were_checked():
