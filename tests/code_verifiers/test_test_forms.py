@@ -264,21 +264,27 @@ CANNOT_BE_SHIPPED = {
 }
 
 
-@pytest.mark.parametrize("form", sorted(CANNOT_BE_SHIPPED))
-def test_tasks_validate_refuses_a_callable_that_cannot_be_shipped_naming_its_line(form):
-    from veriloop.tasks import check_task
+def _validate(tmp_path, *tasks) -> list[str]:
+    """``veriloop tasks validate``'s errors for a file of ``tasks``."""
+    from veriloop.core import write_jsonl
+    from veriloop.tasks import check_task, check_task_file
 
+    write_jsonl(tmp_path / "tasks.jsonl", list(tasks))
+    assert all(check_task(task) is None for task in tasks)  # loading a task set never runs its tests
+    return list(check_task_file(tmp_path / "tasks.jsonl", gold=True).errors)
+
+
+@pytest.mark.parametrize("form", sorted(CANNOT_BE_SHIPPED))
+def test_tasks_validate_refuses_a_callable_that_cannot_be_shipped_naming_its_line(form, tmp_path):
     tests, line = CANNOT_BE_SHIPPED[form]
-    problem = check_task(apply_task(tests, task_id=f"ship-{form}"))
-    assert problem is not None and f"tests line {line} pass an argument to the function" in problem, problem
-    assert check_task(apply_task()) is None
+    errors = _validate(tmp_path, apply_task(), apply_task(tests, task_id=f"ship-{form}"))
+    assert len(errors) >= 1 and all(": line 2: " in error for error in errors), errors
+    assert f"tests line {line} pass an argument to the function" in errors[0], errors
 
 
 @pytest.mark.parametrize("form", sorted(RAISES_ON_A_WRONG_RESULT))
-def test_tasks_validate_accepts_tests_without_asserts(code, form):
-    from veriloop.tasks import check_task
-
-    assert check_task(code.add_task(RAISES_ON_A_WRONG_RESULT[form], task_id=f"valid-{form}")) is None
+def test_tasks_validate_accepts_tests_without_asserts(code, form, tmp_path):
+    assert _validate(tmp_path, code.add_task(RAISES_ON_A_WRONG_RESULT[form], task_id=f"valid-{form}")) == []
 
 
 def test_rebuilding_the_tests_functions_is_not_unsafe_behaviour_of_the_answer(code):

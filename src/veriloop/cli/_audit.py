@@ -117,7 +117,11 @@ def audit(
             ),
             markup=False,
         )
-    verdict = "no verifier was fooled" if report.ok else "verifiers were fooled, broke, were flaky or rejected an honest answer"
+    verdict = (
+        "no verifier was fooled"
+        if report.ok
+        else "verifiers were fooled, broke, were flaky or rejected an honest answer"
+    )
     err.print(
         f"{report.responses} responses checked: {verdict}", style="green" if report.ok else "bold red", markup=False
     )

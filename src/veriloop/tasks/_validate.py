@@ -97,6 +97,18 @@ def unbuilt_environments(tasks: list[Task]) -> dict[str, str]:
     return problems
 
 
+def run_failures(path: str | os.PathLike[str], tasks: list[tuple[int, Task]]) -> list[str]:
+    """``FILE: line N: KIND verifier: ...`` for each ``(line, task)`` whose verifier finds a problem
+    only by running the task's code in the sandbox (``veriloop.verifiers.run_problems``); tasks on
+    an environment that is not built are left to ``gold_failures``, which names it."""
+    from veriloop.verifiers import run_problems
+
+    unbuilt = unbuilt_environments([task for _, task in tasks])
+    runnable = [(line, task) for line, task in tasks if task.environment not in unbuilt]
+    problems = run_problems([task for _, task in runnable])
+    return [f"{path}: line {line}: {problem}" for (line, _), problem in zip(runnable, problems) if problem]
+
+
 def gold_failures(path: str | os.PathLike[str], tasks: list[tuple[int, Task]]) -> list[str]:
     """``FILE: line N: gold answer fails its verifier: ...`` for each ``(line, task)`` whose
     gold answer does not pass (an infra error counts: the gold could not be checked), or
@@ -149,6 +161,7 @@ def check_task_file(path: str | os.PathLike[str], gold: bool = False) -> TaskSet
     if not tasks and not errors:
         errors.append(f"{path}: holds no tasks")
     if gold:
+        errors += run_failures(path, [(first_line[task.id], task) for task in tasks])
         errors += gold_failures(path, [(first_line[task.id], task) for task in tasks])
     return TaskSetCheck(path=str(path), tasks=tuple(tasks), errors=tuple(errors))
 

@@ -35,6 +35,7 @@ from veriloop.verifiers._registry import (
     VerifierConfig,
     VerifierKind,
     register_verifier,
+    run_problems,
     task_problem,
     verify,
 )
@@ -101,5 +102,6 @@ __all__ = [
     "read_regressions",
     "regression_file_for",
     "tampering_signs",
+    "run_problems",
     "task_problem",
 ]

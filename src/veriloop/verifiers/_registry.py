@@ -8,7 +8,7 @@ check: a broken grader becomes an ``infra_error`` score, never a reward of 0.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -108,6 +108,38 @@ beyond its own fields (the gold it needs, what its code imports), run by ``tasks
 def register_task_check(name: str) -> Callable[[Callable[[Any, Task], str | None]], Callable[[Any, Task], str | None]]:
     """Decorator registering kind ``name``'s task check (see ``TASK_CHECKS``)."""
     return TASK_CHECKS.register(name)
+
+
+RUN_CHECKS: Registry[Callable[[list[tuple[Any, Task]]], list[str | None]]] = Registry("run check")
+"""kind name -> ``check([(config, task), ...]) -> [problem or None, ...]``: what a kind finds wrong
+with tasks only by running their code in the sandbox (what python_tests' tests pass to the
+function), batched over a task set. Run by ``tasks validate`` and ``tasks generate``, never when a
+task set is merely loaded: loading stays free of the sandbox."""
+
+
+def register_run_check(
+    name: str,
+) -> Callable[
+    [Callable[[list[tuple[Any, Task]]], list[str | None]]], Callable[[list[tuple[Any, Task]]], list[str | None]]
+]:
+    """Decorator registering kind ``name``'s run check (see ``RUN_CHECKS``)."""
+    return RUN_CHECKS.register(name)
+
+
+def run_problems(tasks: Sequence[Task]) -> list[str | None]:
+    """Each task's problem found by its kind's run check (see ``RUN_CHECKS``), worded as
+    ``KIND verifier: ...``, or None; one batch per kind."""
+    problems: list[str | None] = [None] * len(tasks)
+    by_kind: dict[str, list[int]] = {}
+    for index, task in enumerate(tasks):
+        if task.verifier_kind in RUN_CHECKS:
+            by_kind.setdefault(task.verifier_kind, []).append(index)
+    for name, indices in by_kind.items():
+        kind = VERIFIERS.get(name)
+        pairs = [(kind.parse_config(tasks[i].verifier), tasks[i]) for i in indices]
+        for index, problem in zip(indices, RUN_CHECKS.get(name)(pairs)):
+            problems[index] = f"{name} verifier: {problem}" if problem else None
+    return problems
 
 
 def task_problem(kind: VerifierKind[Any], config: Any, task: Task) -> str | None:

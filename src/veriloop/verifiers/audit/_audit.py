@@ -190,7 +190,9 @@ def audit_tasks(
             gold_scores[task.id].append(score)
         elif isinstance(exploit, HonestForm):
             if not score.passed:
-                rejected.append(f"{task.id}: honest form rejected ({exploit.name}): {score.status} {score.detail}"[:300])
+                rejected.append(
+                    f"{task.id}: honest form rejected ({exploit.name}): {score.status} {score.detail}"[:300]
+                )
         else:
             exploit_results.append((task, exploit, score))
     failures, flaky = [], []

@@ -144,12 +144,15 @@ def numeric_forms(values: dict[str, float]) -> list[HonestForm]:
     forms = [
         HonestForm("name: value lines", "".join(f"{name}: {_plain(v)}\n" for name, v in values.items())),
         HonestForm("JSON with decimal points", json.dumps({name: float(v) for name, v in values.items()})),
-        HonestForm("values followed by a fiscal-year label",
-                   "".join(f"{name}: {_plain(v)} FY2024\n" for name, v in values.items())),
+        HonestForm(
+            "values followed by a fiscal-year label",
+            "".join(f"{name}: {_plain(v)} FY2024\n" for name, v in values.items()),
+        ),
     ]
     if any(abs(v) >= 1000 for v in values.values()):
-        forms.append(HonestForm("thousands separators",
-                                "".join(f"{name}: {_thousands(v)}\n" for name, v in values.items())))
+        forms.append(
+            HonestForm("thousands separators", "".join(f"{name}: {_thousands(v)}\n" for name, v in values.items()))
+        )
     return forms
 
 

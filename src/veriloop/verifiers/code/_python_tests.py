@@ -79,7 +79,8 @@ from veriloop.verifiers.code._dynamic import example_calls, mutate_calls
 from veriloop.verifiers.code._extract import candidate_program
 from veriloop.verifiers.code._literal_tests import LiteralCase, literal_suite, literal_tally
 from veriloop.verifiers._memo import Memo
-from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_task_check, register_verifier
+from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_run_check, register_task_check
+from veriloop.verifiers._registry import register_verifier
 from veriloop.verifiers.code._tests_host import TestPlan, UnsupportedTests, Visible, evaluate_tests, plans_for
 from veriloop.verifiers.code.sandboxed._wire import call_key
 
@@ -258,9 +259,7 @@ def foreign_imports(code: str) -> list[tuple[str, int]]:
 @register_task_check("python_tests")
 def python_tests_task_problem(config: PythonTestsConfig, task: Task) -> str | None:
     """Tests on a task without an environment may import the standard library only (the
-    sandbox's interpreter has nothing else); dynamic tests need a gold solution; what the tests
-    pass to the function must be able to reach the candidate's process (learned by planning
-    the tests in the sandbox, as scoring would)."""
+    sandbox's interpreter has nothing else); dynamic tests need a gold solution."""
     if task.environment is None:
         for where, code in (("tests", config.tests), ("prompt_code", config.prompt_code)):
             for module, line in foreign_imports(code):
@@ -270,9 +269,16 @@ def python_tests_task_problem(config: PythonTestsConfig, task: Task) -> str | No
                 )
     if config.suite != "fixed" and not isinstance(task.gold, str):
         return f"suite {config.suite!r} needs the task's gold solution (a string of code)"
-    check = _Check(config, task, "")
-    _plan([check])
-    return str(check.outcome) if isinstance(check.outcome, UnsupportedTests) else None
+    return None
+
+
+@register_run_check("python_tests")
+def python_tests_run_problems(pairs: list[tuple[PythonTestsConfig, Task]]) -> list[str | None]:
+    """What the tests pass to the function must be able to reach the candidate's process:
+    learned by planning every task's tests in the sandbox at once, as scoring would."""
+    checks = [_Check(config, task, "") for config, task in pairs]
+    _plan(checks)
+    return [str(check.outcome) if isinstance(check.outcome, UnsupportedTests) else None for check in checks]
 
 
 DynamicSuite = tuple[tuple[str, Outcome], ...]
