@@ -146,5 +146,5 @@ def test_a_mock_object_fails_its_test_and_the_verdict_says_why(env_with_pytest):
     score = _score(MOCKED)
     assert score.reward == pytest.approx(0.5), score.detail
     assert "not passed: tests/test_mocked.py::test_mock_object" in score.detail, score.detail
-    why = "tests/test_mocked.py::test_mock_object: a MagicMock of the tests cannot reach the workspace's code"
+    why = "tests/test_mocked.py::test_mock_object: the tests' MagicMock cannot reach the workspace's code"
     assert why in score.detail and "patch with a function" in score.detail, score.detail

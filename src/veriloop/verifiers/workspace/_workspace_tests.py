@@ -17,7 +17,10 @@ how the run is isolated from planted test machinery. Under pytest the workspace'
 process of its own (``sandboxed/_workspace_candidate.py``), the hidden tests in another that holds
 proxies of it (``sandboxed/_pytest_process.py``, ``_workspace_proxy.py``, ``_workspace_imports.py``),
 and each test's outcome reaches the runner over a pipe only the test process holds: the code under
-test cannot write what decides the verdict. Another ``command`` runs with the code in its process
+test cannot write what decides the verdict. The test process holds the hidden Python files' text
+and leaves placeholders on disk before the code starts, so the code cannot read the tests either;
+the tests' functions reach the code as their code (``code/sandboxed/_shipped_callables.py``), and
+why a test's value could not cross is added to the verdict's detail. Another ``command`` runs with the code in its process
 and writes a JUnit XML report, which the verdict's detail says comes from that process
 (``REPORT_FROM_THE_CODE``). The host reads the outcome of each case from the runner's answer, never
 from the output. A test function of the hidden files that the outcomes do not show (deleted by a

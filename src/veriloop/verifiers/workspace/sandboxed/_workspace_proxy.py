@@ -88,7 +88,7 @@ class Candidate:
     def refused(self, value, why):
         """The error failing the current test for ``value`` (recorded for the verdict)."""
         test = os.environ.get("PYTEST_CURRENT_TEST", "").rpartition(" (")[0] or "a test"
-        message = "%s: a %s of the tests cannot reach the workspace's code, which runs in a process of its own (%s)" % (
+        message = "%s: the tests' %s cannot reach the workspace's code, which runs in a process of its own (%s)" % (
             test,
             type(value).__name__,
             why,
