@@ -148,3 +148,16 @@ def test_a_mock_object_fails_its_test_and_the_verdict_says_why(env_with_pytest):
     assert "not passed: tests/test_mocked.py::test_mock_object" in score.detail, score.detail
     why = "tests/test_mocked.py::test_mock_object: the tests' MagicMock cannot reach the workspace's code"
     assert why in score.detail and "patch with a function" in score.detail, score.detail
+
+
+def test_tasks_validate_names_the_test_whose_mock_cannot_cross(env_with_pytest, tmp_path):
+    import json
+
+    from veriloop.tasks import check_task_file
+
+    row = {"id": "mocked", "domain": "t", "prompt": "p", "environment": "pytest", "workspace": FEED}
+    row |= {"verifier": {"kind": "workspace_tests", "files": MOCKED}, "gold": {"workspace": {}}}
+    (tmp_path / "t.jsonl").write_text(json.dumps(row) + "\n")
+    errors = check_task_file(tmp_path / "t.jsonl", gold=True).errors
+    assert len(errors) == 1 and "gold answer fails" in errors[0], errors
+    assert "test_mock_object: the tests' MagicMock cannot reach the workspace's code" in errors[0], errors

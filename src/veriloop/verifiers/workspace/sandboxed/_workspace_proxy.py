@@ -57,7 +57,7 @@ class CannotCross(TypeError):
     """A value of the tests that cannot reach the workspace's code: its message names the test."""
 
 
-class TestModules:
+class ModulesOfTheTests:
     """The names of the modules run from the trusted files: a function of theirs travels as its
     code, never as a name the candidate would import (and so run the tests' module there)."""
 
@@ -83,7 +83,7 @@ class Candidate:
 
     def ship_functions_of(self, files):
         """Functions defined in ``files`` (real paths of the trusted files) cross as their code."""
-        self.shipping = _shipped.shipper(files=frozenset(files), unnamed=TestModules(files), held=_held_number)
+        self.shipping = _shipped.shipper(files=frozenset(files), unnamed=ModulesOfTheTests(files), held=_held_number)
 
     def refused(self, value, why):
         """The error failing the current test for ``value`` (recorded for the verdict)."""
