@@ -102,7 +102,9 @@ LOOKING = {
 
 def _task(hidden: dict[str, str]) -> Task:
     verifier = {"kind": "workspace_tests", "files": hidden}
-    return Task(id="calc", domain="terminal", prompt="fix add", verifier=verifier, environment="pytest", workspace=INITIAL)
+    return Task(
+        id="calc", domain="terminal", prompt="fix add", verifier=verifier, environment="pytest", workspace=INITIAL
+    )
 
 
 def _score(hidden: dict[str, str], workspace: dict[str, str]):
