@@ -1,5 +1,6 @@
 """veriloop audit on workspace_tests tasks: the gold fix passes, tampering with the test run from
-the workspace's code fools nothing, and a task whose command is not pytest is named weak."""
+the workspace's code or reading the hidden tests fools nothing, and a task whose command is not
+pytest is named weak."""
 
 from __future__ import annotations
 
@@ -41,11 +42,11 @@ def test_the_audit_tries_tampering_from_the_workspace_and_nothing_passes(env_wit
     report = audit_tasks([_task()], repeats=1)
     assert not report.gold_failures and not report.weak, report
     rows = {row.category: row for row in report.rows if row.kind == "workspace_tests"}
-    assert {"grader_tampering", "channel_forgery", "early_exit"} <= set(rows), rows
+    assert {"grader_tampering", "channel_forgery", "early_exit", "read_tests"} <= set(rows), rows
     assert all(row.ok and row.max_reward <= 0.5 for row in rows.values()), rows
 
 
-@pytest.mark.parametrize("number", range(8))
+@pytest.mark.parametrize("number", range(9))
 def test_each_tampering_workspace_fails_where_the_fix_would_pass(env_with_pytest, number):
     task = _task()
     exploit = exploits_for(task, [task])[number]

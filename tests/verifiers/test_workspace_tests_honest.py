@@ -264,15 +264,17 @@ def test_the_wrong_exception_class_is_not_caught(env_with_pytest):
     assert not score.passed and "test_own_exceptions_and_their_bases" in score.detail, score.detail
 
 
-def test_a_function_of_the_tests_is_refused_and_fails_only_its_test(env_with_pytest):
+def test_a_function_of_the_tests_runs_beside_the_code_and_an_object_of_them_fails_only_its_test(env_with_pytest):
     hidden = {
         "tests/test_callback.py": (
             "from shop import cart\n\n\ndef test_callback():\n    assert cart.apply(lambda v: v + 1, 1) == 2\n\n\n"
+            "def test_object():\n    assert cart.apply(len, object()) == 1\n\n\n"
             "def test_plain():\n    assert cart.total([1]) == 1\n"
         )
     }
     score = _score(SHOP, hidden)
-    assert score.reward == pytest.approx(0.5) and "test_callback" in score.detail, score.detail
+    assert score.reward == pytest.approx(2 / 3) and "not passed: tests/test_callback.py::test_object" in score.detail
+    assert "test_callback.py::test_object: the tests' object cannot reach" in score.detail, score.detail
 
 
 def test_the_workspace_code_runs_in_another_process_than_the_tests(env_with_pytest):

@@ -17,7 +17,10 @@ how the run is isolated from planted test machinery. Under pytest the workspace'
 process of its own (``sandboxed/_workspace_candidate.py``), the hidden tests in another that holds
 proxies of it (``sandboxed/_pytest_process.py``, ``_workspace_proxy.py``, ``_workspace_imports.py``),
 and each test's outcome reaches the runner over a pipe only the test process holds: the code under
-test cannot write what decides the verdict. Another ``command`` runs with the code in its process
+test cannot write what decides the verdict. The test process holds the hidden Python files' text
+and leaves placeholders on disk before the code starts, so the code cannot read the tests either;
+the tests' functions reach the code as their code (``code/sandboxed/_shipped_callables.py``), and
+why a test's value could not cross is added to the verdict's detail. Another ``command`` runs with the code in its process
 and writes a JUnit XML report, which the verdict's detail says comes from that process
 (``REPORT_FROM_THE_CODE``). The host reads the outcome of each case from the runner's answer, never
 from the output. A test function of the hidden files that the outcomes do not show (deleted by a
@@ -35,7 +38,7 @@ from pydantic import Field, field_validator, model_validator
 
 from veriloop.core import Snapshot, Task, WorkspaceError, snapshot_archive, workspace_path
 from veriloop.sandbox import joined_source
-from veriloop.verifiers.code.sandboxed import _wire
+from veriloop.verifiers.code.sandboxed import _shipped_callables, _wire
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
 
 _SANDBOXED = Path(__file__).parent / "sandboxed"
@@ -43,6 +46,8 @@ RUNNER_SOURCE = (_SANDBOXED / "_test_runner.py").read_text(encoding="utf-8")
 _ON_ITS_FOLDER = "import os as _os, sys as _sys\n_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))\n"
 PYTEST_SCRIPTS = {
     "_wire.py": Path(_wire.__file__).read_text(encoding="utf-8"),
+    "_shipped_callables.py": "from _wire import NotPlainData, decode_value, encode_value\n"
+    + joined_source(Path(_shipped_callables.__file__).parent, ("_shipped_callables",)),
     "pytest_process.py": _ON_ITS_FOLDER
     + joined_source(_SANDBOXED, ("_crossing", "_workspace_proxy", "_workspace_imports", "_pytest_process")),
     "candidate.py": _ON_ITS_FOLDER + joined_source(_SANDBOXED, ("_crossing", "_workspace_candidate")),
@@ -166,6 +171,7 @@ def runner_program(config: WorkspaceTestsConfig, trusted: list[str] = ()) -> str
         "command": config.command,
         "test_files": test_files(config.files),
         "trusted": list(trusted),
+        "hidden": [path for path in trusted if path in config.files],
         "scripts": PYTEST_SCRIPTS if config.runs_pytest else {},
         "timeout_s": config.timeout_s,
         "output_chars": _OUTPUT_CHARS,
@@ -221,7 +227,8 @@ def check_workspace_tests(config: WorkspaceTestsConfig, task: Task, response: st
         detail = f"{answer['problem']}{note}" + (f"; output: {tail}" if tail else "")
         feedback = f"The hidden tests failed: {answer['problem']}."
         return Verdict(0.0, False, detail=detail, feedback=feedback, environment=result.environment)
-    return _tally(config, cases, note, result.environment)
+    refused = [str(why) for why in answer.get("refused", [])[:3]]
+    return _tally(config, cases, note + "".join(f"; {why[:300]}" for why in refused), result.environment)
 
 
 def _tally(config: WorkspaceTestsConfig, cases: list[tuple], note: str, environment: str | None) -> Verdict:

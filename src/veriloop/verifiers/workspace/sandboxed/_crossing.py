@@ -4,8 +4,10 @@ A node is ``["v", plain data]`` (``code/sandboxed/_wire.py``'s encoding, exact b
 only), ``["path", text]`` for a ``pathlib`` path, ``["value", name, parts]`` for a value of the
 standard library that tests compare by value (below), a list, tuple, set, frozenset or dict of
 nodes, or a handle that each side resolves its own way (``["h", number]``, ``["exc", number,
-class]``). Whatever arrives is built anew by the receiver's own classes from the parts: nothing
-of the sender runs on the other side.
+class]``, and ``["fn", shipped]``: a function of the tests, shipped to the candidate as
+``code/sandboxed/_shipped_callables.py`` encodes it). Whatever arrives is built anew by the
+receiver's own classes from the parts: nothing of the sender runs on the other side, but for a
+function of the tests that the candidate rebuilds and runs beside the code it is passed to.
 
 Dates, times, durations, decimals and fractions are compared by value in tests
 (``assert parse("2024-01-02") == date(2024, 1, 2)``), so they cannot travel as handles, which
@@ -106,7 +108,7 @@ def value_of(node, object_of, depth=0):
     kind = node[0]
     if kind == "v":
         return _wire.decode_value(node[1])
-    if kind in ("h", "exc"):
+    if kind in ("h", "exc", "fn"):
         return object_of(node)
     if kind == "path":
         return pathlib.Path(str(node[1]))

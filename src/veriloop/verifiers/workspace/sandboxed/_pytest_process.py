@@ -1,10 +1,12 @@
 """The test process of a pytest run: runs pytest on the hidden tests, never the workspace's code.
 
 Started by ``_test_runner.py`` with one argument (JSON: the pytest arguments, the trusted files,
-the channel's descriptor, the candidate script). Before anything of the workspace can run it
+the hidden ones among them, the channel's descriptor, the candidate script). Before anything of the workspace can run it
 makes itself non-dumpable (no process of the same user can read or write its memory or open its
 descriptors), marks the channel not inheritable (no process it starts holds it), reads the
-trusted files (``_workspace_imports.py``) and puts its finder first on the import path. Then
+trusted files (``_workspace_imports.py``), writes a placeholder over each hidden one on disk (the
+code under test cannot read the tests: their text lives only in this process's memory) and puts
+its finder first on the import path. Then
 pytest runs, and each phase of each test (setup, call, teardown) is reported as one JSON line
 on the channel, a pipe whose other end only the runner holds. The workspace's code runs in the
 candidate process (``_workspace_candidate.py``), which holds neither.
@@ -37,6 +39,9 @@ class ChannelReport:
 
     def pytest_runtest_logreport(self, report):
         line = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome}
+        why = self.finder.candidate.refusals.get(report.nodeid)
+        if report.failed and why:
+            line["why"] = why
         self.channel.write(json.dumps(line) + "\n")
         self.channel.flush()
 
@@ -60,6 +65,8 @@ def main():
     os.set_inheritable(settings["channel"], False)
     channel = os.fdopen(settings["channel"], "w")
     finder = WorkspaceFinder(os.getcwd(), settings["trusted"], Candidate(settings["candidate"]))
+    finder.cover(settings["hidden"])
+    finder.candidate.ship_functions_of(finder.trusted)
     # The environment's pytest, imported by name: this file runs there, not beside the host.
     pytest = importlib.import_module("pytest")
     rewrite = importlib.import_module("_pytest.assertion.rewrite")
@@ -70,6 +77,7 @@ def main():
     code = pytest.main(settings["args"], plugins=[ChannelReport(channel, finder, rewrite.rewrite_asserts)])
     channel.write(json.dumps({"exit_code": int(code)}) + "\n")
     channel.flush()
+    sys.stdout.flush()  # pytest's report, for the output's tail
     os._exit(int(code))  # no exit hook left behind by a test runs after the last report
 
 

@@ -37,7 +37,7 @@ import threading
 import time
 import xml.etree.ElementTree as ElementTree
 
-SETTINGS = {}  # filled in by the host: command, test_files, trusted, scripts, timeout_s, output_chars
+SETTINGS = {}  # filled in by the host: command, test_files, trusted, hidden, scripts, timeout_s, output_chars
 PR_SET_DUMPABLE = 4
 PYTEST_INI = "[pytest]\npythonpath = %s\naddopts =\n"  # the workspace on the path, as `python -m pytest` puts it
 
@@ -52,6 +52,7 @@ def pytest_argv(command, folder, ini, channel):
     job = {
         "args": arguments + list(SETTINGS["test_files"]),
         "trusted": SETTINGS["trusted"],
+        "hidden": SETTINGS["hidden"],
         "channel": channel,
         "candidate": os.path.join(folder, "candidate.py"),
     }
@@ -123,6 +124,19 @@ def cases_from_channel(lines):
     return cases
 
 
+def refusals_from_channel(lines):
+    """Why values of the tests could not cross to the workspace's code, one line per test."""
+    reasons = []
+    for line in lines:
+        try:
+            why = json.loads(line).get("why")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(why, str) and why not in reasons:
+            reasons.append(why)
+    return reasons
+
+
 def read_lines(descriptor, into):
     with os.fdopen(descriptor, "r", errors="replace") as channel:
         into.extend(channel)
@@ -174,7 +188,7 @@ def main():
     report = os.path.join(folder, "report.xml")
     env = dict(os.environ, VERILOOP_REPORT=report)
     env.pop("PYTHONPATH", None)
-    answer = {"cases": [], "exit_code": None, "output": "", "problem": ""}
+    answer = {"cases": [], "refused": [], "exit_code": None, "output": "", "problem": ""}
     if runs_pytest(SETTINGS["command"]):
         reading, writing = os.pipe()
         lines = []
@@ -184,6 +198,7 @@ def main():
         kill_the_rest()
         reader.join(timeout=5)
         answer["cases"] = cases_from_channel(list(lines))
+        answer["refused"] = refusals_from_channel(list(lines))
         if not lines and not answer["problem"]:
             answer["problem"] = "the test process reported nothing"
     else:

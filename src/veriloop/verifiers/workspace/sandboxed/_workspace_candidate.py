@@ -5,7 +5,9 @@ the workspace, with its own pipes and no other descriptor of the test process. I
 real modules and answers one request per line (JSON) with plain data, a handle, or the
 exception raised; see ``_workspace_proxy.py`` for the requests. Nothing it answers can run code
 in the test process: answers are nodes of JSON (``_crossing.py``): plain data, values rebuilt by
-the tests' own classes, or numbers naming objects kept here.
+the tests' own classes, or numbers naming objects kept here. The functions the tests pass or
+patch in (``lambda``, ``monkeypatch.setattr(module, "fetch", fake)``) arrive as code and are
+rebuilt here (``code/sandboxed/_shipped_callables.py``), never called back in the test process.
 
 The requests arrive on the descriptor that was stdin and the answers leave on the one that was
 stdout; both are moved away at start, so the workspace's ``print`` and ``input`` meet a stdout
@@ -27,6 +29,7 @@ import traceback
 from veriloop.verifiers.workspace.sandboxed._crossing import node_of, value_of  # sandbox: strip
 
 _wire = importlib.import_module("_wire")  # written beside this script by the runner (standard library only)
+_shipped = importlib.import_module("_shipped_callables")  # likewise
 
 OPERATORS = frozenset(
     "__len__ __getitem__ __setitem__ __delitem__ __contains__ __iter__ __next__ __bool__ __str__ __repr__ "
@@ -56,6 +59,7 @@ class Handles:
     def __init__(self):
         self.objects = {}
         self.numbers = {}
+        self.rebuilt = _shipped.rebuilder(held=self.get)  # a test's function, calling objects kept here
 
     def number(self, value):
         key = id(value)
@@ -69,8 +73,15 @@ class Handles:
 
 
 def decoded(handles, node):
-    """One argument of a request, built here from its node (``_crossing.py``)."""
-    return value_of(node, lambda handle: handles.get(handle[1]))
+    """One argument of a request, built here from its node (``_crossing.py``): a function of the
+    tests is rebuilt here, to run beside the code it is passed to."""
+
+    def object_of(handle):
+        if handle[0] == "fn":
+            return _wire.decode_value(handle[1], 0, handles.rebuilt)
+        return handles.get(handle[1])
+
+    return value_of(node, object_of)
 
 
 def described(handles, value):

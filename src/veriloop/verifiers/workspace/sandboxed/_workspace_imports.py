@@ -7,7 +7,8 @@ workspace:
 - a trusted file (a hidden test file or a conftest the task shipped) runs here, from the text
   read when the test process started, with pytest's assertion rewriting for test modules and
   conftests: writing those files on disk later (the workspace's code can) changes nothing, and no
-  cached bytecode is read;
+  cached bytecode is read. The hidden ones are then replaced on disk by a placeholder
+  (``cover``), before any code of the workspace runs: the code under test cannot read them;
 - a ``conftest.py`` that was not there at the start is an empty module;
 - any other file of the workspace runs in the candidate process only: here it is a
   ``ModuleProxy``. A file that was not there at the start is not imported at all, and a top-level
@@ -21,12 +22,14 @@ import ast
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import linecache
 import os
 import sys
 
 from veriloop.verifiers.workspace.sandboxed._workspace_proxy import imported  # sandbox: strip
 
 TEST_MODULE_PREFIX, TEST_MODULE_SUFFIX = "test_", "_test.py"
+PLACEHOLDER = b"# Held by the test process: a hidden file of the tests is not readable by the code under test.\n"
 
 
 def _inside(path, root):
@@ -93,8 +96,21 @@ class WorkspaceFinder(importlib.abc.MetaPathFinder):
             with open(real, "rb") as handle:
                 self.trusted[real] = handle.read()
         self.present = workspace_files(self.root)
+        for real, source in self.trusted.items():
+            lines = source.decode("utf-8", "replace").splitlines(keepends=True)
+            linecache.cache[real] = (len(source), None, lines, real)  # no mtime: never reread from disk
         self.candidate = candidate
         self.rewrite = None  # set once pytest's configuration exists: (tree, source, path) -> None
+
+    def cover(self, hidden_paths):
+        """Write a placeholder over each hidden file on disk (its text is held here): pytest still
+        collects the file and names its tests by path, tracebacks show the held text
+        (``linecache``), and the code under test, started later, finds nothing to read."""
+        for path in hidden_paths:
+            real = os.path.realpath(os.path.join(self.root, path))
+            if real in self.trusted:
+                with open(real, "wb") as handle:
+                    handle.write(PLACEHOLDER)
 
     def owns(self, path):
         return path is not None and _inside(os.path.realpath(path), self.root)

@@ -17,7 +17,13 @@ Rules that keep the verdict out of the candidate's hands:
   test process (pytest's skip or exit) can be named;
 - what crosses either way is a node (``_crossing.py``): plain data, ``pathlib`` paths, dates,
   decimals and fractions rebuilt by the receiver's own classes, containers of these, and
-  handles. A function or other object of the tests is refused (TypeError naming it): the
+  handles. A function the tests define (in a trusted file) or find by name crosses to the
+  candidate as code (``code/sandboxed/_shipped_callables.py``: only the globals and closure it
+  reads, each plain data, a function shipped the same way, or an object of the candidate's held
+  here) and runs there: ``monkeypatch.setattr(module, "fetch", lambda url: ...)`` patches the
+  candidate's module, and monkeypatch's undo sends the original back by its handle. Anything
+  else of the tests, a ``unittest.mock`` object included, is refused (``CannotCross``, a
+  TypeError whose message names the test and says why; the runner puts it in the verdict): the
   candidate never calls back into the test process. Plain lists, dicts and sets a call changes
   in place are changed here too.
 
@@ -36,6 +42,7 @@ import types
 from veriloop.verifiers.workspace.sandboxed._crossing import node_of, value_of  # sandbox: strip
 
 _wire = importlib.import_module("_wire")  # written beside this script by the runner (standard library only)
+_shipped = importlib.import_module("_shipped_callables")  # likewise
 
 _NOT_RAISED_HERE = frozenset({"unittest.case", "bdb", "pdb"})
 """Modules whose exceptions pytest reads as an outcome (a skip, a debugger's quit), not a failure."""
@@ -44,6 +51,22 @@ _FORWARDED_DUNDERS = frozenset({"__all__", "__version__", "__name__", "__qualnam
 
 class WorkspaceCodeUnreachable(RuntimeError):
     """The candidate process ended or answered nonsense: every later use fails the same way."""
+
+
+class CannotCross(TypeError):
+    """A value of the tests that cannot reach the workspace's code: its message names the test."""
+
+
+class ModulesOfTheTests:
+    """The names of the modules run from the trusted files: a function of theirs travels as its
+    code, never as a name the candidate would import (and so run the tests' module there)."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def __contains__(self, name):
+        file = getattr(sys.modules.get(name), "__file__", None)
+        return type(file) is str and os.path.realpath(file) in self.files
 
 
 class Candidate:
@@ -55,6 +78,25 @@ class Candidate:
         self.proxies = {}
         self.mirrors = {}
         self.environ = None
+        self.shipping = None  # encodes the tests' functions, once their files are known
+        self.refusals = {}  # {test's node id: why a value of it could not cross}
+
+    def ship_functions_of(self, files):
+        """Functions defined in ``files`` (real paths of the trusted files) cross as their code."""
+        self.shipping = _shipped.shipper(files=frozenset(files), unnamed=ModulesOfTheTests(files), held=_held_number)
+
+    def refused(self, value, why):
+        """The error failing the current test for ``value`` (recorded for the verdict)."""
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").rpartition(" (")[0] or "a test"
+        message = "%s: the tests' %s cannot reach the workspace's code, which runs in a process of its own (%s)" % (
+            test,
+            type(value).__name__,
+            why,
+        )
+        if type(value).__module__ == "unittest.mock":
+            message += "; a unittest.mock object stays with the tests: patch with a function instead"
+        self.refusals.setdefault(test, message)
+        return CannotCross(message)
 
     def _started(self):
         if self.process is None:
@@ -104,6 +146,8 @@ class Candidate:
         """A handle's object here: a proxy (one per object), or an exception class's mirror."""
         if handle[0] == "exc":
             return self.mirror(handle[2]["chain"], handle[2]["builtin"])
+        if handle[0] != "h" or type(handle[1]) is not int:
+            raise ValueError("the workspace's process answered a %r node" % handle[0])
         number = handle[1]
         if number not in self.proxies:
             self.proxies[number] = Proxy(self, number)
@@ -164,26 +208,37 @@ def _mirror_attribute(error, name):
     return getattr(candidate, name)
 
 
-def sent(value):
-    """One argument as the candidate receives it (a node, ``_crossing.py``); raises TypeError
-    for what cannot cross."""
-    return node_of(value, _handle_here)
+def sent(value, candidate):
+    """One argument as the candidate receives it (a node, ``_crossing.py``); raises CannotCross
+    (a TypeError naming the test) for what cannot cross."""
+    return node_of(value, lambda kept: _handle_here(kept, candidate))
 
 
-def _handle_here(value):
+def _held_number(value):
+    """The candidate's number for one of its objects held here, else None."""
     if isinstance(value, Proxy):
-        return ["h", object.__getattribute__(value, "_number")]
+        return object.__getattribute__(value, "_number")
     if isinstance(value, ModuleProxy):
-        return ["h", value.__dict__["_number"]]
-    raise TypeError(
-        "a %s of the tests cannot be passed to the workspace's code: only plain data, paths, dates, "
-        "decimals and the workspace's own objects cross to the process that runs it" % type(value).__name__
-    )
+        return value.__dict__["_number"]
+    return None
+
+
+def _handle_here(value, candidate):
+    number = _held_number(value)
+    if number is not None:
+        return ["h", number]
+    if callable(value) and candidate.shipping is not None:
+        try:
+            return ["fn", _wire.encode_value(value, 0, candidate.shipping)]
+        except _wire.NotPlainData as why:
+            raise candidate.refused(value, str(why)) from None
+    why = "only plain data, paths, dates, decimals, the workspace's own objects and the tests' functions cross"
+    raise candidate.refused(value, why)
 
 
 def _call(candidate, number, op, args=(), **fields):
     live = list(args)
-    return candidate.request(op, number, args=[sent(a) for a in live], live=live, **fields)
+    return candidate.request(op, number, args=[sent(a, candidate) for a in live], live=live, **fields)
 
 
 def _operator(name):
@@ -242,8 +297,9 @@ class Proxy:
 
     def __call__(self, *args, **kwargs):
         candidate, live = _candidate_of(self), list(args)
-        keywords = {name: sent(value) for name, value in kwargs.items()}
-        return candidate.request("call", _number_of(self), args=[sent(a) for a in args], kwargs=keywords, live=live)
+        keywords = {name: sent(value, candidate) for name, value in kwargs.items()}
+        arguments = [sent(a, candidate) for a in args]
+        return candidate.request("call", _number_of(self), args=arguments, kwargs=keywords, live=live)
 
     def __eq__(self, other):
         if not isinstance(other, Proxy):
@@ -300,11 +356,17 @@ class ModuleProxy(types.ModuleType):
                 return candidate.request("getattr", number, name=name)
             except AttributeError:
                 return candidate.request("names", number)
-        return candidate.request("getattr", number, name=name)
+        value = candidate.request("getattr", number, name=name)
+        if not name.startswith("__") and name not in type(self).__dict__:
+            setattr(type(self), name, _Forwarded(name))
+        return value
 
     def __setattr__(self, name, value):
-        if name.startswith("__") or isinstance(value, types.ModuleType):
-            return super().__setattr__(name, value)  # the import system's: a submodule, a spec
+        if name.startswith("__"):
+            return super().__setattr__(name, value)  # the import system's: a spec, a loader
+        if isinstance(value, types.ModuleType):
+            self.__dict__[name] = value  # a submodule, kept here even where a _Forwarded name is
+            return None
         self.__dict__.pop(name, None)
         _call(self.__dict__["_candidate"], self.__dict__["_number"], "setattr", (value,), name=name)
 
@@ -314,7 +376,27 @@ class ModuleProxy(types.ModuleType):
         _call(self.__dict__["_candidate"], self.__dict__["_number"], "delattr", name=name)
 
 
+class _Forwarded:
+    """An attribute of a workspace module that the tests have read, as a data descriptor of the
+    module proxy's own class: tools that look for it in the module's ``__dict__`` before they
+    patch it (pytest's monkeypatch, to know what its undo restores) find it there, living in
+    the candidate, instead of taking it for absent and deleting it on undo."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __get__(self, module, owner=None):
+        return self if module is None else module.__getattr__(self.name)
+
+    def __set__(self, module, value):
+        module.__setattr__(self.name, value)
+
+    def __delete__(self, module):
+        module.__delattr__(self.name)
+
+
 def imported(candidate, name):
-    """The proxy of workspace module ``name``, imported in the candidate on this process's path."""
+    """The proxy of workspace module ``name``, imported in the candidate on this process's path
+    (of a class of its own, which gathers its ``_Forwarded`` attributes)."""
     reply_number = candidate.request("import", None, name=name, path=list(sys.path))
-    return ModuleProxy(name, candidate, _number_of(reply_number))
+    return type("ModuleProxy", (ModuleProxy,), {})(name, candidate, _number_of(reply_number))
