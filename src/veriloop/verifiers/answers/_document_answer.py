@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from veriloop.verifiers.answers._numeric import answer_scope, normalise_name, read_numbers
+from veriloop.verifiers.answers._numeric_read import answer_scope, normalise_name, read_numbers
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _LINE_OBJECT = re.compile(r"^[ \t]*\{", re.MULTILINE)

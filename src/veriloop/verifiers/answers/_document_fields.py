@@ -34,7 +34,8 @@ from pydantic import Field
 from veriloop.core import Task
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_task_check, register_verifier
 from veriloop.verifiers.answers._document_answer import FieldAnswer, Reading, read_fields, unit_of
-from veriloop.verifiers.answers._numeric import Tolerance, gold_values, normalise_name, read_numbers, within_tolerance
+from veriloop.verifiers.answers._numeric import Tolerance, gold_values, within_tolerance
+from veriloop.verifiers.answers._numeric_read import normalise_name, read_numbers
 
 
 class Identity(VerifierConfig):
