@@ -32,6 +32,7 @@ from math_verify import parse, verify
 from sympy import Basic, Expr, FiniteSet, Interval, Set, Tuple, UnevaluatedExpr, Union
 from sympy.matrices import MatrixBase
 
+from veriloop.verifiers.answers._math_relations import equation_sides, solution_set
 from veriloop.verifiers.answers._tags import tag_contents
 
 MAX_CANDIDATE_CHARS = 2000
@@ -329,11 +330,50 @@ def _correct(gold: str, gold_plain: Plain | None, answer: _Answer, options: dict
         if same is not None:
             return same
     gold_parsed, parsed = parse_gold(gold), answer.parsed()
+    same_set = _same_solution_set(_first_math(gold_parsed), _first_math(parsed), options)
+    if same_set is not None:
+        return same_set
     if _interval_like(_first_math(gold_parsed)) != _interval_like(_first_math(parsed)):
         return False
     if _numerically_apart(_first_math(gold_parsed), _first_math(parsed), options.get("float_rounding", 6)):
         return False
     return _same(gold_parsed, parsed, options)
+
+
+def _same_solution_set(gold: Any, answer: Any, options: dict[str, Any]) -> bool | None:
+    """Whether two answers that each describe a set of reals (an interval, ``x \\in`` one, an
+    inequality) describe the same one; None when either is no such answer."""
+    gold_set, answer_set = solution_set(gold), solution_set(answer)
+    if gold_set is None or answer_set is None:
+        return None
+    (want, want_variable), (got, got_variable) = gold_set, answer_set
+    if options.get("strict", True) and want_variable is not None and got_variable is not None:
+        if want_variable != got_variable:
+            return False
+    return want == got or _same((want,), (got,), options)
+
+
+def _value_side(side: str, latex: bool) -> _Answer | None:
+    """``side`` of an equation as an answer when it is a value (a number, or an expression without
+    variables such as ``2+3``); None for a variable, an expression in one, or anything else."""
+    answer = _Answer(side, latex, read_plain(side))
+    if answer.plain is not None:
+        return answer
+    value = _first_math(answer.parsed())
+    return answer if isinstance(value, Expr) and not value.free_symbols and value.is_number else None
+
+
+def _clashing_sides(answers: list[_Answer], options: dict[str, Any]) -> list[str]:
+    """The sides of the first answer whose equation states two different values
+    (``x = 5 = 7``, ``2+3 = 6``), or an empty list when every equation agrees with itself."""
+    for answer in answers:
+        sides = equation_sides(answer.text)
+        if len(sides) < 2:
+            continue
+        values = [v for v in (_value_side(side, answer.latex) for side in sides) if v is not None]
+        if len(_distinct(values, options)) > 1:
+            return [v.text for v in values]
+    return []
 
 
 def _interval_like(value: Any) -> bool | None:
@@ -402,6 +442,15 @@ def check_math_answer(request: dict[str, Any]) -> dict[str, Any]:
             0.0,
             f"final answer {shown!r} ({where}) could not be read as math",
             f"Your final answer {shown!r} is not a mathematical value.{_expected(gold, options)}",
+        )
+    clash = _clashing_sides(answers, options)
+    if clash:
+        shown = " = ".join(_shown(side) for side in clash[:4])
+        return _verdict(
+            0.0,
+            f"final answer states two different values: {shown}",
+            f"Your final answer {shown} gives two different values; an answer that says two things says"
+            f" neither. Give one value.{_expected(gold, options)}",
         )
     distinct = _distinct(answers, options)
     if len(distinct) > 1:

@@ -47,8 +47,16 @@ _YEAR = r"'?(?:(?:19|20)\d{2}|\d{2})\b"
 # and a bare year in parentheses or after "in", "for", "during", "as of", "year ended".
 _PERIOD_LABEL = re.compile(
     r"\(\s*(?:(?:FY|CY)\s*" + _YEAR + r"|(?:19|20)\d{2})\s*\)"
-    r"|\b(?:FY|CY)\s*" + _YEAR + r"|\bfiscal(?:\s+year)?\s+" + _YEAR + r"|\bfinancial\s+year\s+" + _YEAR
-    + r"|\b[QH][1-4](?:\s*(?:FY\s*)?" + _YEAR + r")?(?!\w)|\b[1-4][QH]\s*" + _YEAR
+    r"|\b(?:FY|CY)\s*"
+    + _YEAR
+    + r"|\bfiscal(?:\s+year)?\s+"
+    + _YEAR
+    + r"|\bfinancial\s+year\s+"
+    + _YEAR
+    + r"|\b[QH][1-4](?:\s*(?:FY\s*)?"
+    + _YEAR
+    + r")?(?!\w)|\b[1-4][QH]\s*"
+    + _YEAR
     + r"|\b(?:in|for|during|as\s+of|year\s+ended|ended)\s+(?:(?:the\s+)?year\s+)?(?:19|20)\d{2}\b",
     re.IGNORECASE,
 )

@@ -1,0 +1,88 @@
+"""Equations and inequalities in a final answer; runs inside the math check process (``_math_check.py``).
+
+Two readings the comparison with the gold answer needs:
+
+* ``equation_sides``: the sides of a chained equation (``x = 5 = 7``, ``2+3 = 6``), split at
+  every ``=`` outside brackets. Each side that is a value states the answer, so they must all
+  agree: an answer that writes two values commits to neither.
+* ``solution_set``: the set of reals a one-variable inequality, a membership (``x \\in (2, 5]``)
+  or a bare interval describes, so that ``2 < x \\le 5`` and ``(2, 5]`` are the same answer in
+  either direction. The variable, when one is named, comes back too: with ``strict`` names
+  matter, and ``y \\in (2, 5]`` does not answer a question about ``x``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sympy import And, Eq, Interval, Or, Set, Symbol, Union
+from sympy.core.relational import Relational
+
+MAX_SIDES = 8
+# An equals sign of an equation: not part of <=, >=, !=, :=, => or \leq-style commands.
+_EQUALS = re.compile(r"(?<![<>!:=\\])==?(?![=>])")
+
+
+def _depths(text: str) -> list[int]:
+    depths, depth = [], 0
+    for char in text:
+        if char in ")]}":
+            depth = max(0, depth - 1)
+        depths.append(depth)
+        if char in "([{":
+            depth += 1
+    return depths
+
+
+def equation_sides(candidate: str) -> list[str]:
+    """The sides of ``candidate`` split at each top-level ``=``; one side when there is none."""
+    if "=" not in candidate:
+        return [candidate]
+    depths = _depths(candidate)
+    sides, start = [], 0
+    for sign in _EQUALS.finditer(candidate):
+        if depths[sign.start()] == 0:
+            sides.append(candidate[start : sign.start()].strip())
+            start = sign.end()
+    sides.append(candidate[start:].strip())
+    if len(sides) > MAX_SIDES or any(not side for side in sides):
+        return [candidate]
+    return sides
+
+
+def _relational_set(value: Any) -> tuple[Set, Symbol] | None:
+    """A relation of one variable (``x \\ge 3``, ``2 < x \\le 5``, ``x < 2 \\lor x > 3``) as a set."""
+    symbols = value.free_symbols
+    if len(symbols) != 1:
+        return None
+    symbol = next(iter(symbols))
+    if not isinstance(symbol, Symbol):
+        return None
+    try:
+        found = value.as_set()
+    except Exception:  # sympy raises many types on relations it cannot solve; then no set
+        return None
+    return (found, symbol) if isinstance(found, Set) else None
+
+
+def solution_set(value: Any) -> tuple[Set, Symbol | None] | None:
+    """``(set, variable)`` that ``value`` describes, or None when it is no such answer.
+
+    Intervals and unions of intervals stand for themselves (no variable); ``Eq(x, interval)``
+    is how math-verify reads ``x \\in interval``; relations of one real variable are solved.
+    """
+    if isinstance(value, Interval) or (
+        isinstance(value, Union) and all(isinstance(part, Interval) for part in value.args)
+    ):
+        return value, None
+    if isinstance(value, Eq) and isinstance(value.lhs, Symbol) and isinstance(value.rhs, (Interval, Union)):
+        inner = solution_set(value.rhs)
+        return (inner[0], value.lhs) if inner else None
+    if isinstance(value, (And, Or)) and all(
+        isinstance(arg, Relational) and not isinstance(arg, Eq) for arg in value.args
+    ):
+        return _relational_set(value)
+    if isinstance(value, Relational) and not isinstance(value, Eq):
+        return _relational_set(value)
+    return None
