@@ -38,11 +38,10 @@ from veriloop.verifiers.answers._tags import tag_contents
 MAX_CANDIDATE_CHARS = 2000
 _BOX_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
 _BRACE = re.compile(r"[{}]")
-# Written so that no pattern backtracks more than linearly on hostile text.
-_MARKED_LINE = re.compile(
-    r"^[^\n#]*?(?:#{4}[ \t]*(?P<hashes>[^\n]*\S)|[^\n]*?\banswer[ \t]*(?:is[ \t]*:?|:|=)[ \t]*(?P<marked>[^\n]*\S))",
-    re.IGNORECASE | re.MULTILINE,
-)
+# Written so that no pattern backtracks more than linearly on hostile text: each is matched
+# on one line at a time, from a literal start ("####", "answer").
+_HASHES = re.compile(r"#{4}[ \t]*(?P<marked>.*\S)")
+_ANSWER_MARK = re.compile(r"\banswer[ \t]*(?:is[ \t]*:?|:|=)[ \t]*(?P<marked>.*\S)", re.IGNORECASE)
 _MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u2796": "-"})
 _PERCENT = re.compile(r"\\?%|\bper ?cent\b", re.IGNORECASE)
 # Text blocks whose words are read as words: "7 \text{ or maybe } 8" offers two answers.
@@ -99,6 +98,20 @@ def _strip_wrapping(candidate: str) -> str:
     return candidate
 
 
+def _marked_line(line: str) -> str | None:
+    """What a line marks as the answer: after a leading ``####``, else after its first "answer is",
+    "answer:" or "answer =", else after the ``####`` that is its first ``#``; None when none."""
+    if line.startswith("####"):
+        found = _HASHES.match(line)
+        return found["marked"] if found else None
+    found = _ANSWER_MARK.search(line)
+    if found:
+        return found["marked"]
+    first_hash = line.find("#")
+    found = _HASHES.match(line, first_hash) if first_hash >= 0 else None
+    return found["marked"] if found else None
+
+
 def final_answers(text: str, fallback: str) -> tuple[str, list[str]]:
     """``(where, candidates)``: how the final answer was marked and every candidate found."""
     boxed = _boxed(text)
@@ -107,8 +120,8 @@ def final_answers(text: str, fallback: str) -> tuple[str, list[str]]:
     tagged = tag_contents(text)
     if tagged:
         return "answer tag", [_strip_wrapping(t) for t in tagged]
-    marked = [m.group("hashes") or m.group("marked") for m in _MARKED_LINE.finditer(text)]
-    marked = [_strip_wrapping(m) for m in marked if m and m.strip(" \t:=.")]
+    marked = [m for m in map(_marked_line, text.split("\n")) if m and m.strip(" \t:=.")]
+    marked = [_strip_wrapping(m) for m in marked]
     if marked:
         return "answer line", marked
     if fallback == "last_line":
