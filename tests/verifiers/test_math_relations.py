@@ -26,6 +26,9 @@ def score(response, gold, **fields):
         ("The answer is x = 7 = 5", "5"),
         ("\\boxed{\\frac{1}{2} = 0.7}", "0.5"),
         ("\\boxed{y = 2, x = 3 = 4}", "(3, 2)"),
+        ("\\boxed{x = 7 \\Rightarrow x = 5}", "5"),
+        ("\\boxed{7 &= 5}", "5"),
+        ("\\boxed{\\begin{aligned} x &= 7 \\\\ &= 5 \\end{aligned}}", "5"),
     ],
 )
 def test_an_equation_that_states_two_values_commits_to_neither(response, gold):
@@ -44,6 +47,9 @@ def test_an_equation_that_states_two_values_commits_to_neither(response, gold):
         ("\\boxed{x = y = 5}", "5"),
         ("\\boxed{x \\le 5}", "x \\le 5"),
         ("\\boxed{y = 2x + 3}", "y = 2x + 3"),
+        ("\\boxed{x^2 = 25 \\Rightarrow x = 5}", "5"),
+        ("\\boxed{2x = 10 \\implies x = 5}", "5"),
+        ("\\boxed{\\lim_{x \\to 0} f(x) = 5}", "5"),
     ],
 )
 def test_an_equation_whose_values_agree_keeps_its_credit(response, gold):

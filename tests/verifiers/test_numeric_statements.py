@@ -29,6 +29,8 @@ TWO_VALUES = {
     "a line and a code block": "revenue: 7\n```\nrevenue: 12\n```",
     "two JSON blocks": '```json\n{"revenue": 7}\n```\n```json\n{"revenue": 12}\n```',
     "two answer tags": "<answer>revenue: 7</answer>\n<answer>revenue: 12</answer>",
+    "two objects that start lines": 'Here:\n{"revenue": 7}\n{"revenue": 12}',
+    "an object that starts a line, then a line": 'Here:\n{"revenue": 12}\nrevenue: 7',
     "two labelled values on one line": "revenue: 12 (FY2023), 7 (FY2022)",
     "two lines with period labels": "revenue FY2022: 7\nrevenue FY2023: 12",
 }
@@ -66,6 +68,7 @@ SAME_VALUE = [
     '<answer>revenue: 12</answer> <answer>{"revenue": 12}</answer>',
     'Revenue is reported in EUR thousands.\n```json\n{"revenue": 12}\n```',
     'Revenue = 12\n\n```json\n{\n  "revenue": 12,\n  "cost": 5\n}\n```',
+    'Here are the figures:\n{"revenue": 12, "net_income": -20}',
 ]
 
 

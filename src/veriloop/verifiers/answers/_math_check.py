@@ -32,7 +32,7 @@ from math_verify import parse, verify
 from sympy import Basic, Expr, FiniteSet, Interval, Set, Tuple, UnevaluatedExpr, Union
 from sympy.matrices import MatrixBase
 
-from veriloop.verifiers.answers._math_relations import equation_sides, solution_set
+from veriloop.verifiers.answers._math_relations import VARIABLE_NAME, equations, solution_set
 from veriloop.verifiers.answers._tags import tag_contents
 
 MAX_CANDIDATE_CHARS = 2000
@@ -377,15 +377,21 @@ def _value_side(side: str, latex: bool) -> _Answer | None:
 
 
 def _clashing_sides(answers: list[_Answer], options: dict[str, Any]) -> list[str]:
-    """The sides of the first answer whose equation states two different values
-    (``x = 5 = 7``, ``2+3 = 6``), or an empty list when every equation agrees with itself."""
+    """The sides of the first answer that states two different values (``x = 5 = 7``,
+    ``2+3 = 6``, ``x = 7 \\Rightarrow x = 5``), or an empty list when all of them agree."""
     for answer in answers:
-        sides = equation_sides(answer.text)
-        if len(sides) < 2:
-            continue
-        values = [v for v in (_value_side(side, answer.latex) for side in sides) if v is not None]
-        if len(_distinct(values, options)) > 1:
-            return [v.text for v in values]
+        by_variable: dict[str, list[_Answer]] = {}
+        for sides in equations(answer.text):
+            if len(sides) < 2:
+                continue
+            values = [v for v in (_value_side(side, answer.latex) for side in sides) if v is not None]
+            if len(_distinct(values, options)) > 1:
+                return [v.text for v in values]
+            for name in (side for side in sides if VARIABLE_NAME.fullmatch(side)):
+                by_variable.setdefault(name, []).extend(values)
+        for name, values in by_variable.items():
+            if len(_distinct(values, options)) > 1:
+                return [name, *(v.text for v in values)]
     return []
 
 

@@ -2,9 +2,10 @@
 
 Two readings the comparison with the gold answer needs:
 
-* ``equation_sides``: the sides of a chained equation (``x = 5 = 7``, ``2+3 = 6``), split at
-  every ``=`` outside brackets. Each side that is a value states the answer, so they must all
-  agree: an answer that writes two values commits to neither.
+* ``equations``: the equations of an answer (``x = 5 = 7``, ``2+3 = 6``, ``x = 7 \\Rightarrow
+  x = 5``), each split into its sides at every ``=`` outside brackets. Each side that is a value
+  states the answer, so they must all agree, and so must the values one variable is set equal
+  to: an answer that writes two values commits to neither.
 * ``solution_set``: the set of reals a one-variable inequality, a membership (``x \\in (2, 5]``)
   or a bare interval describes, so that ``2 < x \\le 5`` and ``(2, 5]`` are the same answer in
   either direction. The variable, when one is named, comes back too: with ``strict`` names
@@ -22,6 +23,14 @@ from sympy.core.relational import Relational
 MAX_SIDES = 8
 # An equals sign of an equation: not part of <=, >=, !=, :=, => or \leq-style commands.
 _EQUALS = re.compile(r"(?<![<>!:=\\])==?(?![=>])")
+# What joins one equation to the next: implication arrows, wide spaces, line breaks of an aligned block.
+_BETWEEN_EQUATIONS = re.compile(
+    r"\\(?:Rightarrow|Longrightarrow|implies|iff|Leftrightarrow|Longleftrightarrow|therefore|rightarrow"
+    r"|longrightarrow|to|quad|qquad)(?![A-Za-z])|\\\\"
+)
+_ALIGNMENT = re.compile(r"&|\\(?:begin|end)\{[A-Za-z*]+\}")
+# A side that is a variable's name alone: x, y_1, \theta, a_{n}.
+VARIABLE_NAME = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?[A-Za-z0-9]+\}?)?")
 
 
 def _depths(text: str) -> list[int]:
@@ -35,20 +44,42 @@ def _depths(text: str) -> list[int]:
     return depths
 
 
+def _split_top_level(text: str, separator: re.Pattern[str]) -> list[str]:
+    """``text`` split at each match of ``separator`` that lies outside every bracket."""
+    depths = _depths(text)
+    parts, start = [], 0
+    for found in separator.finditer(text):
+        if depths[found.start()] == 0:
+            parts.append(text[start : found.start()].strip())
+            start = found.end()
+    parts.append(text[start:].strip())
+    return parts
+
+
 def equation_sides(candidate: str) -> list[str]:
     """The sides of ``candidate`` split at each top-level ``=``; one side when there is none."""
     if "=" not in candidate:
         return [candidate]
-    depths = _depths(candidate)
-    sides, start = [], 0
-    for sign in _EQUALS.finditer(candidate):
-        if depths[sign.start()] == 0:
-            sides.append(candidate[start : sign.start()].strip())
-            start = sign.end()
-    sides.append(candidate[start:].strip())
+    sides = _split_top_level(candidate, _EQUALS)
     if len(sides) > MAX_SIDES or any(not side for side in sides):
         return [candidate]
     return sides
+
+
+def equations(candidate: str) -> list[list[str]]:
+    """Each equation written in ``candidate``, as its sides: equations joined by an implication
+    arrow or a line break are separate (``x^2 = 25 \\Rightarrow x = 5``); a line that starts with
+    ``=`` continues the one before (an aligned chain ``x &= 7 \\\\ &= 5`` is one equation)."""
+    if "=" not in candidate:
+        return [[candidate]]
+    parts = [p for p in _split_top_level(_ALIGNMENT.sub(" ", candidate), _BETWEEN_EQUATIONS) if p]
+    joined: list[str] = []
+    for part in parts:
+        if joined and part.startswith("="):
+            joined[-1] += " " + part
+        else:
+            joined.append(part)
+    return [equation_sides(part) for part in joined[:MAX_SIDES]]
 
 
 def _relational_set(value: Any) -> tuple[Set, Symbol] | None:

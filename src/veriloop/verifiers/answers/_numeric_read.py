@@ -69,7 +69,9 @@ _BOUND = re.compile(
     r"|\d\s*%?\s*(?P<after>\+(?!\s*[$(.\d])|\bor\s+(?:more|less|higher|lower|above|below|greater|fewer|so)\b)",
     re.IGNORECASE,
 )
+_LINE_OBJECT = re.compile(r"^[ \t]*\{", re.MULTILINE)
 MAX_SCOPE_CHARS = 100_000
+MAX_LINE_OBJECTS = 20  # object starts tried: bounds the work on hostile text
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,9 @@ def key_value_pairs(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     return pairs
 
 
+_LINE_DECODER = json.JSONDecoder(object_pairs_hook=key_value_pairs)
+
+
 def _is_pairs(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(p, tuple) and len(p) == 2 for p in value)
 
@@ -166,8 +171,8 @@ def _parse_object(text: str) -> list[tuple[Any, Any]] | None:
 
 
 def _objects(scope: str) -> tuple[list[list[tuple[Any, Any]]], str]:
-    """Every answer object (each fenced block holding one, and the scope itself when it is one),
-    and the text of the scope outside them, whose lines are read as lines."""
+    """Every answer object (the scope itself when it is one, each fenced block holding one, each
+    object that starts a line), and the text of the scope outside them, read as lines."""
     bare = _parse_object(scope.strip().lstrip(":").strip())
     if bare is not None:
         return [bare], ""
@@ -181,7 +186,19 @@ def _objects(scope: str) -> tuple[list[list[tuple[Any, Any]]], str]:
         return "\n"
 
     rest = _FENCED.sub(take, scope)
-    return found, rest
+    kept, end = [], 0
+    for start in [m.end() - 1 for m in _LINE_OBJECT.finditer(rest)][:MAX_LINE_OBJECTS]:
+        if start < end:
+            continue  # inside an object already read
+        try:
+            value, stop = _LINE_DECODER.raw_decode(rest, start)
+        except (ValueError, RecursionError):
+            continue
+        if _is_pairs(value):
+            found.append(value)
+            kept.append(rest[end:start])
+            end = stop
+    return found, "".join(kept) + rest[end:]
 
 
 def _json_reading(value: Any, percent: str) -> NamedReading:
