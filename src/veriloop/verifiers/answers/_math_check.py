@@ -16,7 +16,9 @@ are dropped on both sides: a percentage is read as the number written, never res
 one too (words, units, a fraction or scientific notation around it allowed): an expression that
 merely evaluates to it ("37 \\cdot 43", ``\\binom{10}{3}``, a sum, an integral) restates the
 question rather than answering it. Alternatives are looked for inside ``\\text{...}`` as well,
-and never inside brackets: an interval is one answer, and it never equals a finite set.
+and never inside brackets: an interval is one answer, and it never equals a finite set. Every
+side of an equation that is a value must agree with the others, and an interval, ``x \\in`` one
+and the inequality it stands for compare as the sets they describe (``_math_relations.py``).
 """
 
 from __future__ import annotations
