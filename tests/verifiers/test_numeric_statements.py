@@ -33,6 +33,7 @@ TWO_VALUES = {
     "an object that starts a line, then a line": 'Here:\n{"revenue": 12}\nrevenue: 7',
     "two labelled values on one line": "revenue: 12 (FY2023), 7 (FY2022)",
     "two lines with period labels": "revenue FY2022: 7\nrevenue FY2023: 12",
+    "a value beside a dated one": "revenue: 7 12 March 2024",
 }
 
 
@@ -92,6 +93,11 @@ LABELLED = [
     ("| revenue FY2023 | 12.5 |", 12.5),
     ('{"revenue": "1,234 FY2023"}', 1234),
     ('{"revenue": "12.5 (FY24)"}', 12.5),
+    ("revenue: 12.5 FY2023/24", 12.5),
+    ("revenue: 12.5 as of Dec 31, 2023", 12.5),
+    ("revenue: 12.5 for the year ended 31 March 2024", 12.5),
+    ("revenue: 12.5 March 2024", 12.5),
+    ("revenue: 12.5 (2023-12-31)", 12.5),
 ]
 
 

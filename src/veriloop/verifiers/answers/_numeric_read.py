@@ -42,22 +42,27 @@ _NUMBER = re.compile(
     r"\s*(?P<percent>%)?\s*(?P<close>\))?"
 )
 _MINUS = ("-", "\u2212", "\u2013")
-_YEAR = r"'?(?:(?:19|20)\d{2}|\d{2})\b"
-# Period labels: FY2023, FY 24, CY2023, fiscal (year) 2023, Q3 (2024), 3Q24, H1 2024, 1H24,
-# and a bare year in parentheses or after "in", "for", "during", "as of", "year ended".
+_YEAR = r"'?(?:(?:19|20)\d{2}|\d{2})\b(?:\s*[-/\u2013]\s*'?\d{2,4}\b)?"  # 2023, '23, 2023/24, 2022-23
+_FULL_YEAR = r"(?:19|20)\d{2}\b"
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+# Period labels: FY2023, FY 24, FY2022/23, CY2023, fiscal (year) 2023, Q3 (2024), 3Q24, H1 2024,
+# 1H24, dates (Dec 31, 2023; 31 December 2023; 2023-12-31; Dec 2023), and a bare year in
+# parentheses or after "in", "for", "during", "as of", "year ended".
 _PERIOD_LABEL = re.compile(
-    r"\(\s*(?:(?:FY|CY)\s*" + _YEAR + r"|(?:19|20)\d{2})\s*\)"
-    r"|\b(?:FY|CY)\s*"
-    + _YEAR
-    + r"|\bfiscal(?:\s+year)?\s+"
-    + _YEAR
-    + r"|\bfinancial\s+year\s+"
-    + _YEAR
-    + r"|\b[QH][1-4](?:\s*(?:FY\s*)?"
-    + _YEAR
-    + r")?(?!\w)|\b[1-4][QH]\s*"
-    + _YEAR
-    + r"|\b(?:in|for|during|as\s+of|year\s+ended|ended)\s+(?:(?:the\s+)?year\s+)?(?:19|20)\d{2}\b",
+    "|".join(
+        (
+            r"\(\s*(?:(?:FY|CY)\s*" + _YEAR + "|" + _FULL_YEAR + r")\s*\)",
+            r"\b(?:FY|CY)\s*" + _YEAR,
+            r"\b(?:fiscal|financial)(?:\s+year)?\s+" + _YEAR,
+            r"\b[QH][1-4](?:\s*(?:FY\s*)?" + _YEAR + r")?(?!\w)",
+            r"\b[1-4][QH]\s*" + _YEAR,
+            r"\b" + _MONTH + r"\s+(?:\d{1,2}(?:st|nd|rd|th)?,?\s+)?" + _FULL_YEAR,
+            # a day first only after a word or "(": in "12 March 2023" the 12 is the value
+            r"(?:(?<=\()|(?<=[A-Za-z,]\s))\d{1,2}(?:st|nd|rd|th)?\s+" + _MONTH + r"\s+" + _FULL_YEAR,
+            r"\b" + _FULL_YEAR + r"-\d{2}-\d{2}\b",
+            r"\b(?:in|for|during|as\s+of|year\s+ended|ended)\s+(?:(?:the\s+)?year\s+)?" + _FULL_YEAR,
+        )
+    ),
     re.IGNORECASE,
 )
 # A bound or an approximation written where a value belongs: ">= 10", "at least 12", "~12", "12+".
