@@ -28,6 +28,8 @@ def score(response, gold, **fields):
         ("\\boxed{y = 2, x = 3 = 4}", "(3, 2)"),
         ("\\boxed{x = 7 \\Rightarrow x = 5}", "5"),
         ("\\boxed{7 &= 5}", "5"),
+        ("\\boxed{\\sqrt{25} = 6}", "5"),
+        ("\\boxed{2^{10} = 1000}", "1024"),
         ("\\boxed{\\begin{aligned} x &= 7 \\\\ &= 5 \\end{aligned}}", "5"),
     ],
 )
@@ -50,6 +52,8 @@ def test_an_equation_that_states_two_values_commits_to_neither(response, gold):
         ("\\boxed{x^2 = 25 \\Rightarrow x = 5}", "5"),
         ("\\boxed{2x = 10 \\implies x = 5}", "5"),
         ("\\boxed{\\lim_{x \\to 0} f(x) = 5}", "5"),
+        ("\\boxed{\\sin 60^\\circ = \\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt{3}}{2}"),
+        ("\\boxed{P(A) = \\frac{1}{2} = 0.5}", "0.5"),
     ],
 )
 def test_an_equation_whose_values_agree_keeps_its_credit(response, gold):

@@ -57,6 +57,8 @@ _ALTERNATIVES = re.compile(
     r"\s+(?:or|and)\s+|\\text\s*\{\s*(?:or|and)\s*\}|\\(?:lor|vee)\b|;|,\s+|(?<=\d)\s+(?=[-+]?\d)",
     re.IGNORECASE,
 )
+# Arithmetic on numbers only: digits, operators, brackets, fractions and roots.
+_ARITHMETIC = re.compile(r"(?:[\d\s.,+\-*/^(){}\[\]]|\\(?:[dt]?frac|sqrt|cdot|times|div|left|right)(?![A-Za-z]))+")
 # A plain number: integer (commas between groups of three allowed), decimal, a/b, or \frac{a}{b}.
 _NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _SIMPLE = re.compile(
@@ -369,11 +371,15 @@ def _same_solution_set(gold: Any, answer: Any, options: dict[str, Any]) -> bool 
 
 
 def _value_side(side: str, latex: bool) -> _Answer | None:
-    """``side`` of an equation as an answer when it is a value (a number, or an expression without
-    variables such as ``2+3``); None for a variable, an expression in one, or anything else."""
+    """``side`` of an equation as an answer when it is a value: a number, or arithmetic on numbers
+    such as ``2+3`` or ``\\frac{10}{2}``. None for anything else: a variable or an expression in
+    one, and also functions, units and degree marks (``\\sin 60^\\circ``), whose value a parser
+    may read otherwise than the writer meant."""
     answer = _Answer(side, latex, read_plain(side))
     if answer.plain is not None:
         return answer
+    if not _ARITHMETIC.fullmatch(side):
+        return None
     value = _first_math(answer.parsed())
     return answer if isinstance(value, Expr) and not value.free_symbols and value.is_number else None
 
