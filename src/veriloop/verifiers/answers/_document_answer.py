@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from veriloop.verifiers.answers._numeric_read import answer_scope, normalise_name, read_value
+from veriloop.verifiers.answers._numeric_read import answer_scope, key_value_pairs, normalise_name, read_value
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _LINE_OBJECT = re.compile(r"^[ \t]*\{", re.MULTILINE)
@@ -63,13 +63,9 @@ def unit_of(text: str) -> str | None:
     return None
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    return pairs  # object_pairs_hook: keep every key, duplicates included, in order
-
-
 def _object(text: str) -> list[tuple[str, Any]] | None:
     try:
-        value = json.loads(text, object_pairs_hook=_pairs)
+        value = json.loads(text, object_pairs_hook=key_value_pairs)
     except (ValueError, RecursionError):
         return None
     return value if _is_object(value) else None
@@ -84,7 +80,7 @@ def _candidates(scope: str) -> list[list[tuple[str, Any]]]:
     fenced = [_object(block.strip()) for block in _FENCED_JSON.findall(scope)]
     if any(obj is not None for obj in fenced):
         return [obj for obj in fenced if obj is not None]
-    decoder = json.JSONDecoder(object_pairs_hook=_pairs)
+    decoder = json.JSONDecoder(object_pairs_hook=key_value_pairs)
     found, end = [], 0
     for start in [m.end() - 1 for m in _LINE_OBJECT.finditer(scope)][:_MAX_STARTS]:
         if start < end:

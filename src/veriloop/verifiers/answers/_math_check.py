@@ -34,7 +34,7 @@ from math_verify import parse, verify
 from sympy import Basic, Expr, FiniteSet, Interval, Set, Tuple, UnevaluatedExpr, Union
 from sympy.matrices import MatrixBase
 
-from veriloop.verifiers.answers._math_relations import VARIABLE_NAME, equations, solution_set
+from veriloop.verifiers.answers._math_relations import VARIABLE_NAME, bracket_depths, equations, solution_set
 from veriloop.verifiers.answers._tags import tag_contents
 
 MAX_CANDIDATE_CHARS = 2000
@@ -265,21 +265,9 @@ def _unwrap_text(candidate: str) -> str:
     return _TEXT_BLOCK.sub(lambda m: " " + m.group(1).replace("(", " ").replace(")", " ") + " ", candidate)
 
 
-def _bracket_depths(text: str) -> list[int]:
-    """The bracket depth at each character of ``text``; ``(2, 5]`` closes like ``(2, 5)``."""
-    depths, depth = [], 0
-    for char in text:
-        if char in ")]}":
-            depth = max(0, depth - 1)
-        depths.append(depth)
-        if char in "([{":
-            depth += 1
-    return depths
-
-
 def _top_level_parts(candidate: str) -> list[str]:
     """``candidate`` split at the alternative separators that lie outside every bracket."""
-    depths = _bracket_depths(candidate)
+    depths = bracket_depths(candidate)
     parts, start = [], 0
     for separator in _ALTERNATIVES.finditer(candidate):
         if separator.start() < len(depths) and depths[separator.start()] == 0 and separator.start() >= start:

@@ -33,7 +33,8 @@ _ALIGNMENT = re.compile(r"&|\\(?:begin|end)\{[A-Za-z*]+\}")
 VARIABLE_NAME = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?[A-Za-z0-9]+\}?)?")
 
 
-def _depths(text: str) -> list[int]:
+def bracket_depths(text: str) -> list[int]:
+    """The bracket depth at each character of ``text``; ``(2, 5]`` closes like ``(2, 5)``."""
     depths, depth = [], 0
     for char in text:
         if char in ")]}":
@@ -46,7 +47,7 @@ def _depths(text: str) -> list[int]:
 
 def _split_top_level(text: str, separator: re.Pattern[str]) -> list[str]:
     """``text`` split at each match of ``separator`` that lies outside every bracket."""
-    depths = _depths(text)
+    depths = bracket_depths(text)
     parts, start = [], 0
     for found in separator.finditer(text):
         if depths[found.start()] == 0:
