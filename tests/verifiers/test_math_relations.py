@@ -73,6 +73,10 @@ SAME_SET = [
     ("x\\in[3,\\infty)", "[3, \\infty)"),
     ("x < 2", "(-\\infty, 2)"),
     ("(-\\infty, 2)", "x < 2"),
+    ("(-\\infty, 2) \\cup (3, \\infty)", "x < 2 \\text{ or } x > 3"),
+    ("x < 2 \\text{ or } x > 3", "(-\\infty, 2) \\cup (3, \\infty)"),
+    ("x < 2 \\text{ or } x > 3", "x \\in (-\\infty, 2) \\cup (3, \\infty)"),
+    ("(2, 5)", "x > 2 \\text{ and } x < 5"),
 ]
 
 
@@ -92,6 +96,8 @@ OTHER_SET = [
     ("[3, \\infty)", "x \\le 3"),
     ("2 < x \\le 5", "y \\in (2, 5]"),
     ("2 < x \\le 5", "\\{3, 4, 5\\}"),
+    ("(-\\infty, 2) \\cup (3, \\infty)", "x < 2 \\text{ and } x > 3"),
+    ("(2, 5)", "x > 2 \\text{ or } x < 5"),
 ]
 
 

@@ -335,7 +335,7 @@ def _correct(gold: str, gold_plain: Plain | None, answer: _Answer, options: dict
         if same is not None:
             return same
     gold_parsed, parsed = parse_gold(gold), answer.parsed()
-    same_set = _same_solution_set(_first_math(gold_parsed), _first_math(parsed), options)
+    same_set = _same_solution_set((_first_math(gold_parsed), gold), (_first_math(parsed), answer.text), options)
     if same_set is not None:
         return same_set
     if _interval_like(_first_math(gold_parsed)) != _interval_like(_first_math(parsed)):
@@ -345,10 +345,11 @@ def _correct(gold: str, gold_plain: Plain | None, answer: _Answer, options: dict
     return _same(gold_parsed, parsed, options)
 
 
-def _same_solution_set(gold: Any, answer: Any, options: dict[str, Any]) -> bool | None:
-    """Whether two answers that each describe a set of reals (an interval, ``x \\in`` one, an
-    inequality) describe the same one; None when either is no such answer."""
-    gold_set, answer_set = solution_set(gold), solution_set(answer)
+def _same_solution_set(gold: tuple[Any, str], answer: tuple[Any, str], options: dict[str, Any]) -> bool | None:
+    """Whether two answers, each ``(parsed value, text)``, that each describe a set of reals (an
+    interval, ``x \\in`` one, an inequality) describe the same one; None when either is no such
+    answer."""
+    gold_set, answer_set = solution_set(*gold), solution_set(*answer)
     if gold_set is None or answer_set is None:
         return None
     (want, want_variable), (got, got_variable) = gold_set, answer_set

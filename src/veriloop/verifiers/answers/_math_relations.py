@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sympy import And, Eq, Interval, Or, Set, Symbol, Union
+from sympy import And, Eq, FiniteSet, Interval, Or, Set, Symbol, Union
 from sympy.core.relational import Relational
 
 MAX_SIDES = 8
@@ -29,6 +29,7 @@ _BETWEEN_EQUATIONS = re.compile(
     r"|longrightarrow|to|quad|qquad)(?![A-Za-z])|\\\\"
 )
 _ALIGNMENT = re.compile(r"&|\\(?:begin|end)\{[A-Za-z*]+\}")
+_OR = re.compile(r"\bor\b|\\lor\b|\\vee\b", re.IGNORECASE)
 # A side that is a variable's name alone: x, y_1, \theta, a_{n}.
 VARIABLE_NAME = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?[A-Za-z0-9]+\}?)?")
 
@@ -83,6 +84,10 @@ def equations(candidate: str) -> list[list[str]]:
     return [equation_sides(part) for part in joined[:MAX_SIDES]]
 
 
+def _is_inequality(value: Any) -> bool:
+    return isinstance(value, Relational) and not isinstance(value, Eq)
+
+
 def _relational_set(value: Any) -> tuple[Set, Symbol] | None:
     """A relation of one variable (``x \\ge 3``, ``2 < x \\le 5``, ``x < 2 \\lor x > 3``) as a set."""
     symbols = value.free_symbols
@@ -98,12 +103,17 @@ def _relational_set(value: Any) -> tuple[Set, Symbol] | None:
     return (found, symbol) if isinstance(found, Set) else None
 
 
-def solution_set(value: Any) -> tuple[Set, Symbol | None] | None:
+def solution_set(value: Any, text: str = "") -> tuple[Set, Symbol | None] | None:
     """``(set, variable)`` that ``value`` describes, or None when it is no such answer.
 
     Intervals and unions of intervals stand for themselves (no variable); ``Eq(x, interval)``
     is how math-verify reads ``x \\in interval``; relations of one real variable are solved.
+    math-verify reads "x < 2 or x > 3" and "x > 2 and x < 5" alike, as a set of relations, so
+    ``text`` (the answer as written) says which: "or" joins their sets, anything else meets them.
     """
+    if isinstance(value, FiniteSet) and value.args and all(_is_inequality(arg) for arg in value.args):
+        either = _OR.search(text) is not None
+        return _relational_set(Or(*value.args) if either else And(*value.args))
     if isinstance(value, Interval) or (
         isinstance(value, Union) and all(isinstance(part, Interval) for part in value.args)
     ):
