@@ -52,7 +52,7 @@ def test_the_feedback_names_the_two_values():
 BOUNDS = ["revenue >= 12", "revenue: >= 12", "revenue \u2265 12", "revenue < 13", "revenue > 11", "revenue: at least 12",
           "revenue: at most 12", "revenue: between 10 and 20", "revenue: ~12", "revenue ~ 12", "revenue: \u224812",
           "revenue is more than 11", "revenue: up to 12", "revenue: 12 or more", "revenue: 12+", "revenue: about 12",
-          "revenue: approximately 12", '{"revenue": ">= 12"}', '{"revenue": "at least 12"}', '{"revenue": "~12"}']  # fmt: skip
+          "revenue: approximately 12", "revenue: 12 (approx.)", "revenue: 12 or so", "revenue: 12 +/- 1", '{"revenue": ">= 12"}', '{"revenue": "at least 12"}', '{"revenue": "~12"}']  # fmt: skip
 
 
 @pytest.mark.parametrize("answer", BOUNDS)

@@ -33,7 +33,7 @@ _FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 # Where a name ends and its value starts; a comparison sign is kept with the value it qualifies.
 _SEPARATOR = re.compile(
-    r"(?P<arrow>->|=>|\u2192)|(?P<compare>[<>\u2264\u2265\u2248\u2a7d\u2a7e~])|[:=]|\s(?:is|was|were|are)\s",
+    r"(?P<arrow>->|=>|\u2192|\s\u2014\s)|(?P<compare>[<>\u2264\u2265\u2248\u2a7d\u2a7e~])|[:=]|\s(?:is|was|were|are)\s",
     re.IGNORECASE,
 )
 _NUMBER = re.compile(
@@ -71,7 +71,8 @@ _BOUND = re.compile(
     r"|\b(?:at\s+(?:least|most)|(?:more|less|greater|fewer)\s+than|no\s+(?:more|less)\s+than|up\s+to"
     r"|over|under|above|below|exceed(?:s|ing)?|nearly|almost|approx(?:imately|\.)?|about|around|roughly"
     r"|circa|between)\b)\s*\(?\s*[-+\u2212]?\s*[$\u20ac\u00a3\u00a5]?\s*[-+\u2212]?\s*\.?\d"
-    r"|\d\s*%?\s*(?P<after>\+(?!\s*[$(.\d])|\bor\s+(?:more|less|higher|lower|above|below|greater|fewer|so)\b)",
+    r"|\d\s*%?[\s(]*(?P<after>\+(?!\s*[$(.\d/])|\b(?:or\s+(?:more|less|higher|lower|above|below|greater|fewer|so)"
+    r"|approx(?:imately)?|roughly)\b)",
     re.IGNORECASE,
 )
 _LINE_OBJECT = re.compile(r"^[ \t]*\{", re.MULTILINE)
