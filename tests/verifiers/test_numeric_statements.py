@@ -137,3 +137,14 @@ def test_document_fields_refuse_a_bound_in_place_of_a_figure(bound):
 def test_document_fields_read_a_period_label_as_a_label():
     assert doc_score({"revenue": "120,000 FY2024", "cost_of_sales": "70,000 (FY24)"}).passed
     assert not doc_score({"revenue": "120,000 FY2024, 100,000 FY2023", "cost_of_sales": 70000}).passed
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "answer",
+    ["revenue: " + "FY2023 " * 12_000, '{"revenue": "' + "FY2023 " * 12_000 + '"}', "revenue: " + "1 ( " * 20_000],
+    ids=["labels on a line", "labels in a JSON string", "numbers and brackets"],
+)
+def test_hostile_runs_of_labels_are_scored_not_stalling_the_grader(answer):
+    result = score(answer)
+    assert result.status == "scored" and not result.passed

@@ -95,16 +95,18 @@ def normalise_name(name: str) -> str:
 
 
 def drop_period_labels(text: str) -> str:
-    """``text`` without the fiscal-year and period labels it holds (see the module docstring)."""
-    return _PERIOD_LABEL.sub(" ", text) if re.search(r"\d", text) else text
+    """``text`` without the fiscal-year and period labels it holds (see the module docstring);
+    each becomes a space, so a caller matching ``_NUMBER`` collapses spaces afterwards."""
+    return _PERIOD_LABEL.sub(" ", " ".join(text.split())) if re.search(r"\d", text) else text
 
 
 def read_numbers(text: str, percent: str = "as_written") -> list[float]:
     """Every number written in ``text``, period labels aside: ``$1,234.50`` is 1234.5,
     ``(1,234)`` is -1234, ``12.5%`` is 12.5 (0.125 with ``percent="as_fraction"``)."""
     numbers = []
-    text = " ".join(text.split())  # single spaces keep the patterns linear on hostile input
-    for match in _NUMBER.finditer(drop_period_labels(text)):
+    # single spaces (labels dropped first, as they leave spaces) keep the pattern linear on hostile input
+    text = " ".join(drop_period_labels(text).split())
+    for match in _NUMBER.finditer(text):
         value = float(match["digits"].replace(",", ""))
         if match["exponent"]:
             try:
@@ -122,8 +124,7 @@ def read_numbers(text: str, percent: str = "as_written") -> list[float]:
 
 def read_value(text: str, percent: str = "as_written") -> NamedReading:
     """The numbers of one written value and the bound it states instead, if it does."""
-    text = " ".join(text.split())
-    bound = _BOUND.search(drop_period_labels(text))
+    bound = _BOUND.search(" ".join(drop_period_labels(text).split()))
     shown = (bound["before"] or bound["after"]).strip() if bound else ""
     return NamedReading(tuple(read_numbers(text, percent)), " ".join(shown.split()))
 
