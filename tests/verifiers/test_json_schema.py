@@ -109,3 +109,44 @@ def test_a_backtracking_schema_pattern_fails_the_answer_within_the_time_limit():
     hostile = verify(task, Response(id="r", task_id="t", response='{"code": "' + "a" * 40 + '!"}'))
     assert time.monotonic() - started < 15  # the match alone would take hours
     assert hostile.status == "scored" and not hostile.passed and "ran past 5 s" in hostile.detail
+
+
+OPEN_SCHEMA = {"type": ["object", "array", "number", "string", "boolean", "null"]}
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer"),
+    [
+        ({"age": 36}, '{"age": 36.0}'),
+        ({"age": 36.0}, '{"age": 36}'),
+        ('{"age": 36}', '{"age": 36.0}'),
+        ({"ages": [36, 1.5]}, '{"ages": [36.0, 1.5]}'),
+        ({"a": {"b": 0}}, '{"a": {"b": 0.0}}'),
+        (36, "36.0"),
+        ({"flag": True, "n": None}, '{"flag": true, "n": null}'),
+    ],
+)
+def test_numbers_equal_in_value_match_the_gold(gold, answer):
+    result = score(answer, gold=gold, schema=OPEN_SCHEMA, match_gold=True)
+    assert result.passed, result.detail
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer"),
+    [
+        ({"a": 1}, '{"a": true}'),
+        ({"a": True}, '{"a": 1}'),
+        ({"a": 0}, '{"a": false}'),
+        ({"a": False}, '{"a": 0.0}'),
+        ({"a": 36}, '{"a": "36"}'),
+        ({"a": "36"}, '{"a": 36}'),
+        ({"a": [1, 2]}, '{"a": [true, 2]}'),
+        ({"a": 1}, '{"a": 1.0000001}'),
+        ({"a": 1}, '{"a": 1, "b": 2}'),
+        ([1, 2], "[1, 2, 2]"),
+        ({"a": None}, '{"a": 0}'),
+    ],
+)
+def test_booleans_strings_and_other_values_never_match_a_number(gold, answer):
+    result = score(answer, gold=gold, schema=OPEN_SCHEMA, match_gold=True)
+    assert result.status == "scored" and not result.passed, result.detail

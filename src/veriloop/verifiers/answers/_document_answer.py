@@ -5,7 +5,8 @@ starting a line, inside the answer scope of ``_numeric``) and returns every key 
 number given for it and the unit it was given in; it counts the distinct answer objects, since
 two different ones are two candidate answers. Nothing is collapsed: a key written twice
 (``json.loads`` keeps only the last), a list of values or a string holding two numbers all
-stay visible, so the verifier can refuse a hedge instead of picking the lucky reading.
+stay visible, so the verifier can refuse a hedge instead of picking the lucky reading; so does
+a bound or an approximation written instead of a value (``">= 1,200"``, ``"about 1,234"``).
 
 A value may be a number, a string holding one number (``"1,234"``, ``"(12)"``), or an object
 ``{"value": 1234, "unit": "thousands"}``.
@@ -18,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from veriloop.verifiers.answers._numeric import answer_scope, normalise_name, read_numbers
+from veriloop.verifiers.answers._numeric_read import answer_scope, key_value_pairs, normalise_name, read_value
 
 _FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _LINE_OBJECT = re.compile(r"^[ \t]*\{", re.MULTILINE)
@@ -41,6 +42,7 @@ class Reading:
     numbers: tuple[float, ...]
     unit: str | None = None  # normalised unit the answer names, if it names one
     unit_text: str | None = None  # the unit as written
+    bound: str = ""  # the sign or words of a bound or approximation given instead of a value (">=", "about")
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,9 @@ def unit_of(text: str) -> str | None:
     return None
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    return pairs  # object_pairs_hook: keep every key, duplicates included, in order
-
-
 def _object(text: str) -> list[tuple[str, Any]] | None:
     try:
-        value = json.loads(text, object_pairs_hook=_pairs)
+        value = json.loads(text, object_pairs_hook=key_value_pairs)
     except (ValueError, RecursionError):
         return None
     return value if _is_object(value) else None
@@ -82,7 +80,7 @@ def _candidates(scope: str) -> list[list[tuple[str, Any]]]:
     fenced = [_object(block.strip()) for block in _FENCED_JSON.findall(scope)]
     if any(obj is not None for obj in fenced):
         return [obj for obj in fenced if obj is not None]
-    decoder = json.JSONDecoder(object_pairs_hook=_pairs)
+    decoder = json.JSONDecoder(object_pairs_hook=key_value_pairs)
     found, end = [], 0
     for start in [m.end() - 1 for m in _LINE_OBJECT.finditer(scope)][:_MAX_STARTS]:
         if start < end:
@@ -96,17 +94,19 @@ def _candidates(scope: str) -> list[list[tuple[str, Any]]]:
     return found
 
 
-def _numbers(value: Any) -> tuple[float, ...]:
+def _numbers(value: Any) -> tuple[tuple[float, ...], str]:
+    """The numbers a value holds, and the bound it states instead of a value ("" when none)."""
     if isinstance(value, bool) or value is None:
-        return ()
+        return (), ""
     if isinstance(value, (int, float)):
-        return (float(value),)
+        return (float(value),), ""
     if isinstance(value, str):
-        return tuple(read_numbers(value))
+        reading = read_value(value)
+        return reading.numbers, reading.bound
     if isinstance(value, list):
         # a nested object is a list of pairs; a JSON list is a list of values: both are hedges
-        return tuple(n for item in value for n in (_numbers(item) or (float("nan"),)))
-    return ()
+        return tuple(n for item in value for n in (_numbers(item)[0] or (float("nan"),))), ""
+    return (), ""
 
 
 def _reading(key: str, value: Any) -> Reading:
@@ -115,9 +115,11 @@ def _reading(key: str, value: Any) -> Reading:
         if "value" in members and len(value) <= 3:
             unit_text = members.get("unit")
             unit_text = unit_text if isinstance(unit_text, str) else None
-            return Reading(key, _numbers(members["value"]), unit_of(unit_text or ""), unit_text)
+            numbers, bound = _numbers(members["value"])
+            return Reading(key, numbers, unit_of(unit_text or ""), unit_text, bound)
         return Reading(key, ())
-    return Reading(key, _numbers(value))
+    numbers, bound = _numbers(value)
+    return Reading(key, numbers, bound=bound)
 
 
 def read_fields(response: str) -> FieldAnswer:

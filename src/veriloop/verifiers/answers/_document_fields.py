@@ -6,7 +6,8 @@ A task names the fields it wants and their gold values (the task's gold mapping,
 reads it). Each field earns one point when:
 
 * it is given exactly once, as exactly one number (a key repeated, a list, "120 or 125" earn
-  nothing: hedging);
+  nothing: hedging; nor does a bound or an approximation such as ">= 120" or "about 120"); a
+  period label next to the number ("1,234 FY2023") is a label, not a second number;
 * in the unit asked for, when the answer names a unit (``{"value": 1.2, "unit": "millions"}``
   for a field asked in thousands is wrong, whatever the number);
 * within the field's tolerance of the gold value;
@@ -34,7 +35,8 @@ from pydantic import Field
 from veriloop.core import Task
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_task_check, register_verifier
 from veriloop.verifiers.answers._document_answer import FieldAnswer, Reading, read_fields, unit_of
-from veriloop.verifiers.answers._numeric import Tolerance, gold_values, normalise_name, read_numbers, within_tolerance
+from veriloop.verifiers.answers._numeric import Tolerance, gold_values, within_tolerance
+from veriloop.verifiers.answers._numeric_read import normalise_name, read_numbers
 
 
 class Identity(VerifierConfig):
@@ -112,6 +114,10 @@ def _judge(config: DocumentFieldsConfig, name: str, want: float, readings: list[
     if len(readings) > 1:
         return _Field(name, False, f"{name}: given {len(readings)} times; give it once")
     reading = readings[0]
+    if reading.bound:
+        return _Field(
+            name, False, f"{name}: {reading.bound!r} gives a bound or an approximation; give the value itself"
+        )
     if len(reading.numbers) != 1:
         return _Field(name, False, f"{name}: no number given" if not reading.numbers else f"{name}: give one number")
     got = reading.numbers[0]

@@ -3,7 +3,8 @@
 The JSON is read from the last fenced code block if the response has one, else from the whole
 response, else from the last complete ``{...}`` or ``[...]`` value in it (``extract`` picks one
 of these). With ``match_gold`` the value must also equal the task's gold (a JSON value, or a
-string holding one). Validation uses the schema's own draft (2020-12 when it names none);
+string holding one), as JSON values: ``36.0`` equals ``36``, but ``true`` never equals ``1``
+and ``"36"`` never equals ``36``. Validation uses the schema's own draft (2020-12 when it names none);
 ``format`` keywords are annotations only, as the standard says by default. Validation runs in
 the killable check pool (``_json_schema_check.py``): a schema's ``pattern`` is a regular
 expression, and a crafted string can make it backtrack for hours; a validation that passes
@@ -131,6 +132,21 @@ def extract_json(response: str, extract: str) -> Any:
     return _last_value(response)
 
 
+def json_equal(value: Any, expected: Any) -> bool:
+    """Whether two JSON values are the same, as JSON means it: numbers equal in value match
+    (``36`` is ``36.0``), while a boolean is never a number (``true`` is not ``1``, as Python's
+    ``==`` would have it) and a string is never a number."""
+    if isinstance(value, bool) or isinstance(expected, bool):
+        return type(value) is type(expected) and value == expected
+    if isinstance(value, (int, float)) and isinstance(expected, (int, float)):
+        return value == expected
+    if isinstance(value, list) and isinstance(expected, list):
+        return len(value) == len(expected) and all(json_equal(a, b) for a, b in zip(value, expected))
+    if isinstance(value, dict) and isinstance(expected, dict):
+        return value.keys() == expected.keys() and all(json_equal(value[k], expected[k]) for k in expected)
+    return type(value) is type(expected) and value == expected
+
+
 def _where(path: Any) -> str:
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
@@ -200,7 +216,7 @@ def check_json_schema(config: JsonSchemaConfig, task: Task, response: str) -> Ve
         expected = _loads(gold) if isinstance(gold, str) else gold
         if expected is _NOT_JSON:
             raise GraderError("the task's gold is a string that is not JSON")
-        if value != expected or json.dumps(value, sort_keys=True) != json.dumps(expected, sort_keys=True):
+        if not json_equal(value, expected):
             return Verdict(
                 0.0,
                 False,

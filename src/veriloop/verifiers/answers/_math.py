@@ -10,7 +10,10 @@ that offers alternatives ("7 or 8", "7, 8", "7 \\text{ or maybe } 8"), score 0 w
 answer is a single value. When the gold answer is a number, so must the final answer be: an
 expression that evaluates to it ("37 \\cdot 43", a binomial, a sum) scores 0. Percent signs are
 read as units, never as a factor of 1/100; every minus sign (U+2212 too) is a minus; an interval
-is one answer and never equals a finite set (see ``_math_check.py``).
+is one answer and never equals a finite set. An equation whose sides state two different values
+(``x = 5 = 7``, ``2+3 = 6``) scores 0: an answer that says two things says neither. An inequality
+of one variable, ``x \\in`` an interval and the bare interval are the same answer (``2 < x \\le 5``,
+``(2, 5]``) whichever is the gold (see ``_math_check.py`` and ``_math_relations.py``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ are dropped on both sides: a percentage is read as the number written, never res
 one too (words, units, a fraction or scientific notation around it allowed): an expression that
 merely evaluates to it ("37 \\cdot 43", ``\\binom{10}{3}``, a sum, an integral) restates the
 question rather than answering it. Alternatives are looked for inside ``\\text{...}`` as well,
-and never inside brackets: an interval is one answer, and it never equals a finite set.
+and never inside brackets: an interval is one answer, and it never equals a finite set. Every
+side of an equation that is a value must agree with the others, and an interval, ``x \\in`` one
+and the inequality it stands for compare as the sets they describe (``_math_relations.py``).
 """
 
 from __future__ import annotations
@@ -32,16 +34,16 @@ from math_verify import parse, verify
 from sympy import Basic, Expr, FiniteSet, Interval, Set, Tuple, UnevaluatedExpr, Union
 from sympy.matrices import MatrixBase
 
+from veriloop.verifiers.answers._math_relations import VARIABLE_NAME, bracket_depths, equations, solution_set
 from veriloop.verifiers.answers._tags import tag_contents
 
 MAX_CANDIDATE_CHARS = 2000
 _BOX_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
 _BRACE = re.compile(r"[{}]")
-# Written so that no pattern backtracks more than linearly on hostile text.
-_MARKED_LINE = re.compile(
-    r"^[^\n#]*?(?:#{4}[ \t]*(?P<hashes>[^\n]*\S)|[^\n]*?\banswer[ \t]*(?:is[ \t]*:?|:|=)[ \t]*(?P<marked>[^\n]*\S))",
-    re.IGNORECASE | re.MULTILINE,
-)
+# Written so that no pattern backtracks more than linearly on hostile text: each is matched
+# on one line at a time, from a literal start ("####", "answer").
+_HASHES = re.compile(r"#{4}[ \t]*(?P<marked>.*\S)")
+_ANSWER_MARK = re.compile(r"\banswer[ \t]*(?:is[ \t]*:?|:|=)[ \t]*(?P<marked>.*\S)", re.IGNORECASE)
 _MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u2796": "-"})
 _PERCENT = re.compile(r"\\?%|\bper ?cent\b", re.IGNORECASE)
 # Text blocks whose words are read as words: "7 \text{ or maybe } 8" offers two answers.
@@ -55,6 +57,8 @@ _ALTERNATIVES = re.compile(
     r"\s+(?:or|and)\s+|\\text\s*\{\s*(?:or|and)\s*\}|\\(?:lor|vee)\b|;|,\s+|(?<=\d)\s+(?=[-+]?\d)",
     re.IGNORECASE,
 )
+# Arithmetic on numbers only: digits, operators, brackets, fractions and roots.
+_ARITHMETIC = re.compile(r"(?:[\d\s.,+\-*/^(){}\[\]]|\\(?:[dt]?frac|sqrt|cdot|times|div|left|right)(?![A-Za-z]))+")
 # A plain number: integer (commas between groups of three allowed), decimal, a/b, or \frac{a}{b}.
 _NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _SIMPLE = re.compile(
@@ -98,6 +102,20 @@ def _strip_wrapping(candidate: str) -> str:
     return candidate
 
 
+def _marked_line(line: str) -> str | None:
+    """What a line marks as the answer: after a leading ``####``, else after its first "answer is",
+    "answer:" or "answer =", else after the ``####`` that is its first ``#``; None when none."""
+    if line.startswith("####"):
+        found = _HASHES.match(line)
+        return found["marked"] if found else None
+    found = _ANSWER_MARK.search(line)
+    if found:
+        return found["marked"]
+    first_hash = line.find("#")
+    found = _HASHES.match(line, first_hash) if first_hash >= 0 else None
+    return found["marked"] if found else None
+
+
 def final_answers(text: str, fallback: str) -> tuple[str, list[str]]:
     """``(where, candidates)``: how the final answer was marked and every candidate found."""
     boxed = _boxed(text)
@@ -106,8 +124,8 @@ def final_answers(text: str, fallback: str) -> tuple[str, list[str]]:
     tagged = tag_contents(text)
     if tagged:
         return "answer tag", [_strip_wrapping(t) for t in tagged]
-    marked = [m.group("hashes") or m.group("marked") for m in _MARKED_LINE.finditer(text)]
-    marked = [_strip_wrapping(m) for m in marked if m and m.strip(" \t:=.")]
+    marked = [m for m in map(_marked_line, text.split("\n")) if m and m.strip(" \t:=.")]
+    marked = [_strip_wrapping(m) for m in marked]
     if marked:
         return "answer line", marked
     if fallback == "last_line":
@@ -247,21 +265,9 @@ def _unwrap_text(candidate: str) -> str:
     return _TEXT_BLOCK.sub(lambda m: " " + m.group(1).replace("(", " ").replace(")", " ") + " ", candidate)
 
 
-def _bracket_depths(text: str) -> list[int]:
-    """The bracket depth at each character of ``text``; ``(2, 5]`` closes like ``(2, 5)``."""
-    depths, depth = [], 0
-    for char in text:
-        if char in ")]}":
-            depth = max(0, depth - 1)
-        depths.append(depth)
-        if char in "([{":
-            depth += 1
-    return depths
-
-
 def _top_level_parts(candidate: str) -> list[str]:
     """``candidate`` split at the alternative separators that lie outside every bracket."""
-    depths = _bracket_depths(candidate)
+    depths = bracket_depths(candidate)
     parts, start = [], 0
     for separator in _ALTERNATIVES.finditer(candidate):
         if separator.start() < len(depths) and depths[separator.start()] == 0 and separator.start() >= start:
@@ -329,11 +335,61 @@ def _correct(gold: str, gold_plain: Plain | None, answer: _Answer, options: dict
         if same is not None:
             return same
     gold_parsed, parsed = parse_gold(gold), answer.parsed()
+    same_set = _same_solution_set((_first_math(gold_parsed), gold), (_first_math(parsed), answer.text), options)
+    if same_set is not None:
+        return same_set
     if _interval_like(_first_math(gold_parsed)) != _interval_like(_first_math(parsed)):
         return False
     if _numerically_apart(_first_math(gold_parsed), _first_math(parsed), options.get("float_rounding", 6)):
         return False
     return _same(gold_parsed, parsed, options)
+
+
+def _same_solution_set(gold: tuple[Any, str], answer: tuple[Any, str], options: dict[str, Any]) -> bool | None:
+    """Whether two answers, each ``(parsed value, text)``, that each describe a set of reals (an
+    interval, ``x \\in`` one, an inequality) describe the same one; None when either is no such
+    answer."""
+    gold_set, answer_set = solution_set(*gold), solution_set(*answer)
+    if gold_set is None or answer_set is None:
+        return None
+    (want, want_variable), (got, got_variable) = gold_set, answer_set
+    if options.get("strict", True) and want_variable is not None and got_variable is not None:
+        if want_variable != got_variable:
+            return False
+    return want == got or _same((want,), (got,), options)
+
+
+def _value_side(side: str, latex: bool) -> _Answer | None:
+    """``side`` of an equation as an answer when it is a value: a number, or arithmetic on numbers
+    such as ``2+3`` or ``\\frac{10}{2}``. None for anything else: a variable or an expression in
+    one, and also functions, units and degree marks (``\\sin 60^\\circ``), whose value a parser
+    may read otherwise than the writer meant."""
+    answer = _Answer(side, latex, read_plain(side))
+    if answer.plain is not None:
+        return answer
+    if not _ARITHMETIC.fullmatch(side):
+        return None
+    value = _first_math(answer.parsed())
+    return answer if isinstance(value, Expr) and not value.free_symbols and value.is_number else None
+
+
+def _clashing_sides(answers: list[_Answer], options: dict[str, Any]) -> list[str]:
+    """The sides of the first answer that states two different values (``x = 5 = 7``,
+    ``2+3 = 6``, ``x = 7 \\Rightarrow x = 5``), or an empty list when all of them agree."""
+    for answer in answers:
+        by_variable: dict[str, list[_Answer]] = {}
+        for sides in equations(answer.text):
+            if len(sides) < 2:
+                continue
+            values = [v for v in (_value_side(side, answer.latex) for side in sides) if v is not None]
+            if len(_distinct(values, options)) > 1:
+                return [v.text for v in values]
+            for name in (side for side in sides if VARIABLE_NAME.fullmatch(side)):
+                by_variable.setdefault(name, []).extend(values)
+        for name, values in by_variable.items():
+            if len(_distinct(values, options)) > 1:
+                return [name, *(v.text for v in values)]
+    return []
 
 
 def _interval_like(value: Any) -> bool | None:
@@ -402,6 +458,15 @@ def check_math_answer(request: dict[str, Any]) -> dict[str, Any]:
             0.0,
             f"final answer {shown!r} ({where}) could not be read as math",
             f"Your final answer {shown!r} is not a mathematical value.{_expected(gold, options)}",
+        )
+    clash = _clashing_sides(answers, options)
+    if clash:
+        shown = " = ".join(_shown(side) for side in clash[:4])
+        return _verdict(
+            0.0,
+            f"final answer states two different values: {shown}",
+            f"Your final answer {shown} gives two different values; an answer that says two things says"
+            f" neither. Give one value.{_expected(gold, options)}",
         )
     distinct = _distinct(answers, options)
     if len(distinct) > 1:

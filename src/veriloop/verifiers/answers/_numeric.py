@@ -5,22 +5,24 @@ The document- and table-extraction domain: a task names the values it wants (``r
 ``| name | value |`` table row, or a JSON object. The reward is the fraction of names whose value
 is within tolerance (or all-or-nothing).
 
-Where the answer is read: inside the last ``<answer>...</answer>`` if there is one, else after
-the last line that mentions "final answer", else the whole response.
+Where the answer is read: inside every ``<answer>...</answer>`` if there is one, else after
+the last line that mentions "final answer", else the whole response (``_numeric_read``).
 
-Hedging earns nothing: a name given twice with different values, or a value with more than
-one number in it ("120 or 125", "120-125", a JSON list), counts as wrong for that name.
-Numbers are read as written: ``$1,234.50`` is 1234.5, ``(1,234)`` is -1234, ``12.5%`` is 12.5
-(or 0.125 with ``percent: as_fraction``); scale words such as "million" are not applied.
+An answer that states two different values for a name commits to neither: every statement of
+the name counts (lines, table rows, every JSON object, a key repeated in one object), and the
+name is wrong unless they all give the same one number. So are a value with more than one
+number in it ("120 or 125", "120-125", a JSON list) and a bound or an approximation instead of
+a value (">= 10", "at least 12", "between 10 and 20", "~12"). Stating the same value twice
+("12" and "12.0") is fine, and a period label next to a value ("1,234 FY2023", "12.5 (FY24)",
+"Q3 2024") is a label, not a second number. Numbers are read as written: ``$1,234.50`` is
+1234.5, ``(1,234)`` is -1234, ``12.5%`` is 12.5 (or 0.125 with ``percent: as_fraction``); scale
+words such as "million" are not applied.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import math
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,19 +30,7 @@ from pydantic import Field
 
 from veriloop.core import Task
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
-from veriloop.verifiers.answers._tags import tag_contents
-
-_FINAL_MARK = re.compile(r"final answer", re.IGNORECASE)
-_FENCED_JSON = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
-_SEPARATOR = re.compile(r"[:=]|\s(?:is|was|were|are)\s", re.IGNORECASE)
-_NUMBER = re.compile(
-    r"(?P<open>\()?\s*(?P<sign>[-+\u2212\u2013])?\s*[$\u20ac\u00a3\u00a5]?\s*(?P<sign2>[-+\u2212])?\s*"
-    r"(?P<digits>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE](?P<exponent>[-+]?\d+))?"
-    r"\s*(?P<percent>%)?\s*(?P<close>\))?"
-)
-_MINUS = ("-", "\u2212", "\u2013")
-_MAX_SCOPE_CHARS = 100_000
+from veriloop.verifiers.answers._numeric_read import NamedReading, named_readings
 
 
 class Tolerance(VerifierConfig):
@@ -62,103 +52,10 @@ class NumericConfig(VerifierConfig):
     reveal_expected: bool = Field(default=False, description="name the expected values in feedback")
 
 
-def normalise_name(name: str) -> str:
-    """``"Gross margin (Q3)"`` -> ``"gross_margin_q3"``: case, spacing and punctuation ignored."""
-    return "_".join(re.findall(r"[0-9a-z]+", name.casefold()))
-
-
-def read_numbers(text: str, percent: str = "as_written") -> list[float]:
-    """Every number written in ``text`` (see the module docstring for the forms understood)."""
-    numbers = []
-    text = " ".join(text.split())  # single spaces keep the pattern below linear on hostile input
-    for match in _NUMBER.finditer(text):
-        value = float(match["digits"].replace(",", ""))
-        if match["exponent"]:
-            try:
-                value *= 10.0 ** int(match["exponent"])
-            except OverflowError:
-                value = math.inf
-        sign = match["sign"] or match["sign2"]
-        if sign in _MINUS or (match["open"] and match["close"]):
-            value = -value
-        if match["percent"] and percent == "as_fraction":
-            value /= 100.0
-        numbers.append(value)
-    return numbers
-
-
-def answer_scope(response: str) -> str:
-    """The part of a response that holds its answer (see the module docstring)."""
-    tagged = tag_contents(response)
-    if tagged:
-        return tagged[-1]
-    marks = list(_FINAL_MARK.finditer(response))
-    if marks:
-        return response[marks[-1].end() :]
-    return response
-
-
-def _json_object(scope: str) -> dict[str, Any] | None:
-    fenced = _FENCED_JSON.findall(scope)
-    text = fenced[-1] if fenced else scope.strip().lstrip(":").strip()
-    if not text.startswith("{"):
-        return None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        value = _python_literal(text)
-    return value if isinstance(value, dict) else None
-
-
-def _python_literal(text: str) -> Any:
-    """A Python dict literal such as ``str()`` of a mapping prints (literals only, never code)."""
-    if len(text) > 20_000:
-        return None
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-
-
-def _json_pairs(obj: Mapping[str, Any], percent: str) -> Iterator[tuple[str, list[float]]]:
-    for key, value in obj.items():
-        if isinstance(value, bool) or value is None:
-            yield key, []
-        elif isinstance(value, (int, float)):
-            yield key, [float(value)]
-        elif isinstance(value, str):
-            yield key, read_numbers(value, percent)
-        elif isinstance(value, list):
-            yield key, [n for item in value for n in (read_numbers(str(item), percent) or [math.nan])]
-        else:
-            yield key, []
-
-
-def _line_pairs(scope: str, percent: str) -> Iterator[tuple[str, list[float]]]:
-    for raw in scope.splitlines():
-        line = _BULLET.sub("", raw.replace("**", "").replace("`", "")).strip()
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if len(cells) >= 2:
-                yield cells[0], [n for cell in cells[1:] for n in read_numbers(cell, percent)]
-            continue
-        separator = _SEPARATOR.search(line)
-        if separator and line[: separator.start()].strip():
-            yield line[: separator.start()], read_numbers(line[separator.end() :], percent)
-
-
 def extract_named_values(response: str, names: list[str], percent: str = "as_written") -> dict[str, list[list[float]]]:
     """For each wanted name, every reading of it found in the answer (each a list of numbers)."""
-    wanted = {normalise_name(name): name for name in names}
-    scope = answer_scope(response)[-_MAX_SCOPE_CHARS:]
-    obj = _json_object(scope)
-    pairs = _json_pairs(obj, percent) if obj is not None else _line_pairs(scope, percent)
-    found: dict[str, list[list[float]]] = {}
-    for key, numbers in pairs:
-        name = wanted.get(normalise_name(str(key)))
-        if name is not None:
-            found.setdefault(name, []).append(numbers)
-    return found
+    found = named_readings(response, names, percent)
+    return {name: [list(reading.numbers) for reading in readings] for name, readings in found.items()}
 
 
 def gold_values(kind: str, values: Mapping[str, float] | None, task: Task) -> dict[str, float]:
@@ -192,16 +89,20 @@ class _Outcome:
     got: float | None = None
 
 
-def _judge_one(name: str, want: float, readings: list[list[float]], config: NumericConfig) -> _Outcome:
+def _judge_one(name: str, want: float, readings: list[NamedReading], config: NumericConfig) -> _Outcome:
     if not readings:
         return _Outcome(name, False, f"{name}: missing")
-    if any(len(numbers) != 1 for numbers in readings):
-        empty = all(not numbers for numbers in readings)
+    stated = [r for r in readings if r.numbers or r.bound] or readings  # a mention without a value states none
+    bound = next((r.bound for r in stated if r.bound), "")
+    if bound:
+        return _Outcome(name, False, f"{name}: {bound!r} gives a bound or an approximation; give the value itself")
+    if any(len(r.numbers) != 1 for r in stated):
+        empty = all(not r.numbers for r in stated)
         return _Outcome(name, False, f"{name}: no number given" if empty else f"{name}: give exactly one number")
-    values = {numbers[0] for numbers in readings}
+    values = {r.numbers[0] for r in stated}
     if len(values) > 1:
         shown = ", ".join(f"{v:g}" for v in sorted(values))
-        return _Outcome(name, False, f"{name}: several different values given ({shown}); give one")
+        return _Outcome(name, False, f"{name}: gave {len(values)} different values ({shown}); give one")
     got = values.pop()
     if within_tolerance(config, name, got, want):
         return _Outcome(name, True, "", got)
@@ -213,7 +114,7 @@ def _judge_one(name: str, want: float, readings: list[list[float]], config: Nume
 def check_numeric(config: NumericConfig, task: Task, response: str) -> Verdict:
     """Fraction of named values within tolerance (1.0 and passed when all are)."""
     wanted = gold_values("numeric", config.values, task)
-    found = extract_named_values(response, list(wanted), config.percent)
+    found = named_readings(response, list(wanted), config.percent)
     outcomes = [_judge_one(name, want, found.get(name, []), config) for name, want in wanted.items()]
     right = sum(o.correct for o in outcomes)
     passed = right == len(outcomes)
