@@ -76,7 +76,8 @@ def test_silencing_the_hook_in_the_graded_run_is_a_finding(code, any_add_task):
 
 # The hook judges each event inside the candidate's process; its rules must not be reachable.
 REBINDS_THE_RULES = (
-    "import os, sys\nrules = sys.modules['__main__']\nrules._ALWAYS = frozenset()\nrules._PREFIXES = ('-',)\n"
+    "import os, sys\nrules = next((m for m in list(sys.modules.values()) if hasattr(m, '_ALWAYS')), sys)\n"
+    "rules._ALWAYS = frozenset()\nrules._PREFIXES = ('-',)\n"
     "def add(a, b):\n    os.system('true')\n    return a + b"
 )
 REBINDS_THE_BUILTINS = (
@@ -84,7 +85,8 @@ REBINDS_THE_BUILTINS = (
     "def add(a, b):\n    try:\n        open('/etc/hostname').close()\n    except OSError:\n        pass\n    return a + b"
 )
 REBINDS_THE_PATH_RULE = (
-    "import sys\nrules = sys.modules['__main__']\nrules._absolute = lambda path, directory: directory\n"
+    "import sys\nrules = next((m for m in list(sys.modules.values()) if hasattr(m, '_ALWAYS')), sys)\n"
+    "rules._absolute = lambda path, directory: directory\n"
     "rules.CANDIDATE_FILE = '<elsewhere>'\n"
     "def add(a, b):\n    try:\n        open('/etc/hostname').close()\n    except OSError:\n        pass\n    sys._getframe(0)\n    return a + b"
 )
