@@ -9,7 +9,7 @@ import pytest
 
 from veriloop.core import Task
 from veriloop.verifiers import audit_tasks
-from veriloop.verifiers.audit._honest_forms import HONEST_FORMS, HonestForm, math_forms, numeric_forms
+from veriloop.verifiers.audit._honest_forms import HONEST_FORMS, HonestForm, honest_forms_for, math_forms, numeric_forms
 
 
 def _responses(forms: list[HonestForm]) -> dict[str, str]:
@@ -56,3 +56,36 @@ def test_the_audit_reports_each_honest_form_a_verifier_rejects(reworded_exact):
     assert not report.ok
     assert len(report.honest_rejected) == 1
     assert report.honest_rejected[0].startswith("capital: honest form rejected (lower case)")
+
+
+HONEST_TASKS = [
+    Task(id="whole", domain="math", prompt="p", verifier={"kind": "math"}, gold="36"),
+    Task(id="interval", domain="math", prompt="p", verifier={"kind": "math"}, gold="(2, 5]"),
+    Task(id="chain", domain="math", prompt="p", verifier={"kind": "math"}, gold="2 < x \\le 5"),
+    Task(id="ray", domain="math", prompt="p", verifier={"kind": "math"}, gold="x \\ge 3"),
+    Task(id="member", domain="math", prompt="p", verifier={"kind": "math"}, gold="x \\in (-\\infty, 4)"),
+    Task(
+        id="figures", domain="doc", prompt="p", verifier={"kind": "numeric"}, gold={"revenue": 1234567, "margin": 12.5}
+    ),
+    Task(
+        id="record",
+        domain="json",
+        prompt="p",
+        verifier={"kind": "json_schema", "schema": {"type": "object"}, "match_gold": True},
+        gold={"count": 36, "name": "a", "items": [1, 2]},
+    ),
+]
+
+
+def test_every_honest_form_of_these_gold_answers_passes():
+    from veriloop.core import Response
+    from veriloop.verifiers import verify_many
+
+    pairs = [
+        (task, Response(id=f"{task.id}/{form.name}", task_id=task.id, response=form.response))
+        for task in HONEST_TASKS
+        for form in honest_forms_for(task)
+    ]
+    assert len(pairs) >= 20
+    failed = [(r.id, s.detail) for (_, r), s in zip(pairs, verify_many(pairs)) if not s.passed]
+    assert failed == []
