@@ -86,7 +86,7 @@ def policy_loss(
     r = exp(logprobs - old_logprobs). With ``dual_clip = c > 1``, tokens with A < 0 are
     additionally capped at -A * c, so a huge ratio on a bad token cannot blow up the loss.
     ``importance_weights`` (B, T), when given, multiply each token's term (no gradient flows
-    through them): the truncated importance correction of samples from a stale policy.
+    through them): a mismatch correction's weights (``CORRECTIONS``), 0 on a dropped token.
     Returns the aggregated loss and float metrics.
     """
     mask = mask.to(logprobs.dtype)
