@@ -445,15 +445,16 @@ def _sample_batch(
         for step in range(longest):
             scaled = logits / params.temperature if params.temperature not in (0, 1) else logits  # x / 1 is x
             keep = truncation_mask(scaled, params.top_k, params.top_p) if params.temperature else None  # (B_active, V)
-            candidates = scaled if keep is None else scaled.masked_fill(~keep, float("-inf"))
-            log_probs = torch.log_softmax(candidates, dim=-1)  # (B_active, V) the distribution sampled and trained on
+            candidates = scaled if keep is None else scaled.masked_fill(~keep, float("-inf"))  # (B_active, V)
             if params.temperature == 0:
                 chosen = logits.argmax(dim=-1)
             else:
                 cdf = torch.softmax(candidates, dim=-1).cumsum(dim=-1)  # (B_active, V)
                 draw = uniforms[active_index, step : step + 1] * cdf[:, -1:]  # (B_active, 1)
                 chosen = torch.searchsorted(cdf, draw, right=True)[:, 0].clamp(max=logits.shape[-1] - 1)
-            chosen_logprobs = log_probs.gather(-1, chosen[:, None])[:, 0].tolist()
+            # The chosen token's log-prob in the distribution sampled, by ``truncated_logprobs``'s formula:
+            # logits equal to the trainer's give log-probs equal to its bits.
+            chosen_logprobs = (candidates.gather(-1, chosen[:, None])[:, 0] - torch.logsumexp(candidates, -1)).tolist()
             keep, ended = [], []
             for k, (r, token) in enumerate(zip(active, chosen.tolist())):
                 generated[r].append(token)
