@@ -130,7 +130,9 @@ def test_a_perturbed_engine_mismatch_and_loss_against_a_written_out_reference(pe
 
 def test_every_step_logs_the_mismatch(make_config, digit_tasks):
     """Measured whatever the engine and correction (here: none, with the sampler's log-probs trained on)."""
-    trainer = RLTrainer(make_config(rollout={"prompts_per_step": 2, "dtype": "bfloat16"}, run={"steps": 1}), digit_tasks)
+    trainer = RLTrainer(
+        make_config(rollout={"prompts_per_step": 2, "dtype": "bfloat16"}, run={"steps": 1}), digit_tasks
+    )
     metrics = trainer.step()
     trainer.close()
     assert 0 < metrics["mismatch/abs_logprob_diff_mean"] <= metrics["mismatch/abs_logprob_diff_max"] < 1
