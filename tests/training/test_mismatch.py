@@ -48,6 +48,10 @@ def test_with_the_hf_engine_every_mode_is_the_uncorrected_loss_bit_for_bit(make_
     top-k/top-p cut too: both score the same truncated distribution), so every correction weighs
     each token exactly 1 and the loss and its gradient are the uncorrected ones."""
     trainer, batch, advantages = _sampled(make_config, digit_tasks, "hf", **sampling)
+    if sampling:  # the engine reports the cut, renormalised distribution: every kept token gains mass
+        with torch.no_grad():
+            full = completion_logprobs(trainer.model, batch, trainer.config.rollout.temperature)[0]
+        assert torch.all((batch.sampler_logprobs - full)[batch.loss_mask.bool()] > 1e-4)
     uncorrected = _loss(trainer, LossInputs(batch, batch.sampler_logprobs, advantages), trainer.config.algorithm)
     for mode in MODES:
         algo = _algorithm(trainer, mode, cap=1.0001, low=0.9999, high=1.0001)  # the tightest bounds allowed
