@@ -68,13 +68,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, help="a training config (default: the tiny model on digit tasks)")
     parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated correction modes to run")
     parser.add_argument("overrides", nargs="*", help="SECTION.FIELD=VALUE for every run")
     args = parser.parse_args()
     result: dict[str, object] = {"steps": args.steps, "overrides": args.overrides}
     with tempfile.TemporaryDirectory() as scratch:
         config = args.config or _tiny_config(Path(scratch))
-        for mode in args.modes:
+        for mode in args.modes.split(","):
             out = Path(scratch) / mode
             overrides = [*args.overrides, f"algorithm.correction.mode={mode}", f"run.out={out}"]
             result[mode] = _run(config, [*overrides, f"run.steps={args.steps}"])
