@@ -40,3 +40,16 @@ def test_the_decoupled_stale_correction_is_token_tis_capped_at_is_cap():
     from veriloop.training import TrainConfig
 
     assert TrainConfig.model_validate(saved).algorithm.correction.mode == "token_tis"  # a saved run reloads
+
+
+def test_a_resume_names_a_changed_correction_field_by_its_dotted_name(tmp_path):
+    from veriloop.training._run_config import check_and_save_run_config
+
+    check_and_save_run_config(tmp_path, load_config(None, ["algorithm.correction.mode=token_tis"]), resuming=False)
+    changed = load_config(None, ["algorithm.correction.mode=token_mask"])
+    with pytest.raises(UserError, match="algorithm.correction.mode: 'token_tis' -> 'token_mask'"):
+        check_and_save_run_config(tmp_path, changed, resuming=True)
+    allowed = load_config(
+        None, ["algorithm.correction.mode=token_mask", "run.resume_changes=[algorithm.correction.mode]"]
+    )
+    check_and_save_run_config(tmp_path, allowed, resuming=True)
