@@ -117,7 +117,11 @@ class RolloutSection(Section):
 
 
 class CorrectionSection(Section):
-    """How the trainer corrects the gap between the policy that sampled a batch and its own."""
+    """How the trainer corrects the gap between the policy that sampled a batch and its own.
+
+    A group of fields inside ``algorithm`` (``algorithm.correction.mode``), the one place a section
+    nests: the bounds mean nothing without the mode that reads them, and they are set together.
+    """
 
     mode: str = Field(
         default="none",
