@@ -64,6 +64,7 @@ def test_configuration_page_names_every_setting():
         for name, _ in generator.config_rows(model):
             assert f"| `{name}` |" in page, name
     assert "| `rollout.group_size` | `int` | `8` | >= 1 | samples per prompt |" in page
+    assert "| `algorithm.correction.mode` | `str` | `'none'` |" in page  # a group of fields, one row each
 
 
 def test_cli_page_names_every_command_and_option():

@@ -89,14 +89,15 @@ def _is_section(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
-def config_rows(model: type) -> list[tuple[str, Any]]:
-    """``(name, FieldInfo)`` for every setting of ``model``: ``section.field`` inside a section."""
+def config_rows(model: type, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(name, FieldInfo)`` for every setting of ``model``: ``section.field`` inside a section,
+    ``section.group.field`` inside a group of fields such as ``algorithm.correction``."""
     rows = []
     for name, info in model.model_fields.items():
         if _is_section(info.annotation):
-            rows.extend((f"{name}.{field}", inner) for field, inner in info.annotation.model_fields.items())
+            rows.extend(config_rows(info.annotation, f"{prefix}{name}."))
         else:
-            rows.append((name, info))
+            rows.append((f"{prefix}{name}", info))
     return rows
 
 

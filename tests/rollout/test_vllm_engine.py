@@ -72,6 +72,27 @@ def test_sampled_logprobs_equal_the_hf_models_teacher_forced_ones(vllm_engine, t
 
 
 @needs_vllm
+def test_truncated_sampling_reports_the_log_probs_of_the_cut_distribution(vllm_engine, tiny_engine):
+    """top_k/top_p: vLLM's processed log-probs are those the trainer scores (``truncated_logprobs``)."""
+    import torch
+
+    from veriloop.rollout import truncated_logprobs
+
+    prompt = vllm_engine.encode_prompt(CHAT)
+    params = SamplingParams(n=4, max_tokens=12, temperature=0.8, top_k=40, top_p=0.7, seed=5, ignore_eos=True)
+    ids = torch.tensor([list(prompt)])
+    for sample in vllm_engine.generate([prompt], params)[0]:
+        completion = torch.tensor(sample.token_ids)
+        with torch.inference_mode():
+            logits = tiny_engine.model(input_ids=torch.cat([ids[0], completion])[None]).logits[0].float()
+        scaled = logits[len(prompt) - 1 : -1] / params.temperature  # (T, V)
+        expected = truncated_logprobs(scaled, completion, params.top_k, params.top_p)
+        assert torch.allclose(expected, torch.tensor(sample.logprobs), atol=1e-4), (expected, sample.logprobs)
+        full = torch.log_softmax(scaled, -1).gather(-1, completion[:, None])[:, 0]
+        assert torch.all(expected > full + 1e-3)  # the cut renormalises: every kept token gains mass
+
+
+@needs_vllm
 def test_a_sample_depends_on_its_seed_not_its_batch(vllm_engine):
     params = SamplingParams(n=3, max_tokens=16, seed=11, ignore_eos=True)
     alone = vllm_engine.generate([CHAT], params)[0]

@@ -50,16 +50,20 @@ def test_trajectories_never_exceed_the_staleness_bound(make_config, digit_tasks,
     decoupled = _run(make_config, digit_tasks, "async2", mode="async", max_staleness=2, stale_correction="decoupled")
     for bound, correction, (trainer, history) in ((1, "behaviour", one_version_behind), (2, "decoupled", decoupled)):
         assert trainer.config.pipeline.stale_correction == correction
+        # decoupled, from before algorithm.correction, is its token_tis capped at is_cap
+        expected = ("token_tis", 2.0) if correction == "decoupled" else ("none", 2.0)
+        assert (trainer.config.algorithm.correction.mode, trainer.config.algorithm.correction.cap) == expected
         assert len(history) == 4
         for step, metrics in enumerate(history, start=1):
             assert metrics["staleness/max"] <= bound
             assert metrics["util/queue_depth"] <= bound + 1
             assert metrics["policy_version"] == step
+            if metrics["staleness/max"] > 0:  # staleness is a mismatch between the sampler's policy and the trainer's
+                assert metrics["mismatch/abs_logprob_diff_mean"] > 0
             if metrics["staleness/max"] > 0 and correction == "decoupled":  # reweighted against the current policy
-                assert 0 < metrics["is_weight/mean"] <= trainer.config.pipeline.is_cap
-                assert metrics["logprob_mismatch/mean_abs"] > 0
-            if correction == "behaviour":  # the ratio is against the sampler's policy: nothing recomputed
-                assert "is_weight/mean" not in metrics and "logprob_mismatch/mean_abs" not in metrics
+                assert 0 < metrics["mismatch/weight_mean"] <= trainer.config.pipeline.is_cap
+            if correction == "behaviour":  # the ratio is against the sampler's policy: measured, not reweighted
+                assert metrics["mismatch/weight_mean"] == 1.0
         # Every stored trajectory trained at step k was sampled by version >= k - 1 - bound.
         stored = list(TrajectoryStore(trainer.out / "trajectories"))
         per_step = len(stored) // 4

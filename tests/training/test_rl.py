@@ -61,7 +61,7 @@ def test_gradient_accumulation_4x2_equals_8x1(make_config, digit_tasks):
 def test_sampler_logprobs_match_recomputed_ones(make_config, digit_tasks):
     trainer = RLTrainer(make_config(algorithm={"recompute_logprobs": True}, run={"steps": 1}), tasks=digit_tasks)
     metrics = trainer.step()
-    assert metrics["logprob_mismatch/mean_abs"] < 1e-4
+    assert metrics["mismatch/abs_logprob_diff_mean"] < 1e-4
 
 
 def test_bfloat16_sampling_and_autocast_train_float32_weights(make_config, digit_tasks):
@@ -77,7 +77,7 @@ def test_bfloat16_sampling_and_autocast_train_float32_weights(make_config, digit
     trainer = RLTrainer(config, tasks=digit_tasks)
     before = _weights(trainer.model)
     metrics = trainer.step()
-    assert 0 < metrics["logprob_mismatch/mean_abs"] < 0.1
+    assert 0 < metrics["mismatch/abs_logprob_diff_mean"] < 0.1
     after = _weights(trainer.model)
     assert all(v.dtype == torch.float32 for v in after.values())
     assert any(not torch.equal(before[k], after[k]) for k in before)

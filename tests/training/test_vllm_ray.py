@@ -142,7 +142,7 @@ def test_rl_with_vllm_actors_on_ray_trains_and_versions_its_samples(local_ray, m
     trained = [m for m in history if "reward/mean" in m]
     assert len(trained) >= 4
     # The actor's log-probs are the trainer's own: it sampled with the weights of the last push.
-    assert max(m["logprob_mismatch/mean_abs"] for m in trained) < 1e-4
+    assert max(m["mismatch/abs_logprob_diff_mean"] for m in trained) < 1e-4
     versions = [t.policy_version for t in TrajectoryStore(trainer.out / "trajectories")]
     assert versions == sorted(versions) and set(versions) == {m["policy_version"] - 1 for m in trained}
     assert trainer.backend.policy_version == trainer.version == 6

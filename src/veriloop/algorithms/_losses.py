@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import torch
 
+from veriloop.algorithms._corrections import CorrectionBounds, mismatch_correction
 from veriloop.core import Registry
 
 Aggregation = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -86,7 +87,7 @@ def policy_loss(
     r = exp(logprobs - old_logprobs). With ``dual_clip = c > 1``, tokens with A < 0 are
     additionally capped at -A * c, so a huge ratio on a bad token cannot blow up the loss.
     ``importance_weights`` (B, T), when given, multiply each token's term (no gradient flows
-    through them): the truncated importance correction of samples from a stale policy.
+    through them): a mismatch correction's weights (``CORRECTIONS``), 0 on a dropped token.
     Returns the aggregated loss and float metrics.
     """
     mask = mask.to(logprobs.dtype)
@@ -130,6 +131,9 @@ def truncated_importance_weights(
     """(B, T) weights min(pi_prox / pi_behaviour, cap) that correct stale samples (truncated IS).
 
     ``behaviour_logprobs`` are the sampler's (the stale version that generated the tokens);
-    ``proximal_logprobs`` are the trainer's current policy before the update.
+    ``proximal_logprobs`` are the trainer's current policy before the update. The ``token_tis``
+    correction's weights (``mismatch_correction``).
     """
-    return torch.exp(proximal_logprobs - behaviour_logprobs).clamp(max=cap)
+    mask = torch.ones_like(proximal_logprobs)
+    bounds = CorrectionBounds(cap=cap)
+    return mismatch_correction("token_tis", proximal_logprobs, behaviour_logprobs, mask, bounds).weights

@@ -25,7 +25,7 @@ from veriloop.rollout._rollout import (
     rollout,
     summarize_rollout,
 )
-from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams
+from veriloop.rollout._sampling import FinishReason, Sample, SamplingParams, truncated_logprobs, truncation_mask
 from veriloop.rollout._stopping import FailureTracker, StopConfig, StopPredicate, repeating_block
 from veriloop.rollout._tools import SandboxTools, format_observation
 from veriloop.rollout._vllm import VLLMEngine, require_vllm
@@ -87,4 +87,6 @@ __all__ = [
     "summarize",
     "summarize_rollout",
     "tool_instructions",
+    "truncated_logprobs",
+    "truncation_mask",
 ]

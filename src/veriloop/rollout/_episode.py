@@ -78,6 +78,7 @@ class EpisodeConfig(BaseModel):
 
     temperature: float = Field(default=1.0, ge=0, description="sampling temperature")
     top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus sampling mass")
+    top_k: int = Field(default=0, ge=0, description="sample among the k likeliest tokens only (0: all)")
     max_tokens_per_turn: int = Field(
         default=256, ge=1, description="new tokens per model turn (tasks of a domain max_tokens_by_domain leaves out)"
     )
@@ -327,6 +328,7 @@ async def _run_turns(
         params = SamplingParams(
             temperature=config.temperature,
             top_p=config.top_p,
+            top_k=config.top_k,
             max_tokens=budget,
             seed=None if seed is None else seed + 1000 * turn_index,
             repetition_stop=config.stop.repetition_repeats,

@@ -31,7 +31,7 @@ from veriloop.rollout._engine import (
 )
 from veriloop.rollout._kv_sessions import KVSessions, LayerKV
 from veriloop.rollout._lean import LeanDecoder, sampling_precision
-from veriloop.rollout._sampling import Sample, SamplingParams
+from veriloop.rollout._sampling import Sample, SamplingParams, truncation_mask
 from veriloop.rollout._stopping import repeating_block
 
 _Row = tuple[Sequence[int], int | None, str | None]  # prompt ids, seed, session
@@ -205,17 +205,6 @@ class HFEngine:
                 return _sample_batch(self, [(*row, None)[:3] for row in rows], params, limits)
             finally:
                 self.busy_s += time.perf_counter() - started
-
-
-def _filter_top_p(logits: Any, top_p: float) -> Any:
-    """Set logits outside the smallest set with probability mass >= top_p to -inf. (B, V)."""
-    import torch
-
-    sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
-    cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
-    drop_sorted = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return logits.masked_fill(drop, float("-inf"))
 
 
 @dataclass
@@ -455,15 +444,17 @@ def _sample_batch(
         next_position = plan.positions[plan.row_item, -1:] + 1  # (B_active, 1)
         for step in range(longest):
             scaled = logits / params.temperature if params.temperature not in (0, 1) else logits  # x / 1 is x
-            log_probs = torch.log_softmax(scaled, dim=-1)  # (B_active, V) the distribution trained on
+            keep = truncation_mask(scaled, params.top_k, params.top_p) if params.temperature else None  # (B_active, V)
+            candidates = scaled if keep is None else scaled.masked_fill(~keep, float("-inf"))  # (B_active, V)
             if params.temperature == 0:
                 chosen = logits.argmax(dim=-1)
             else:
-                candidates = _filter_top_p(scaled, params.top_p) if params.top_p < 1 else scaled
                 cdf = torch.softmax(candidates, dim=-1).cumsum(dim=-1)  # (B_active, V)
                 draw = uniforms[active_index, step : step + 1] * cdf[:, -1:]  # (B_active, 1)
                 chosen = torch.searchsorted(cdf, draw, right=True)[:, 0].clamp(max=logits.shape[-1] - 1)
-            chosen_logprobs = log_probs.gather(-1, chosen[:, None])[:, 0].tolist()
+            # The chosen token's log-prob in the distribution sampled, by ``truncated_logprobs``'s formula:
+            # logits equal to the trainer's give log-probs equal to its bits.
+            chosen_logprobs = (candidates.gather(-1, chosen[:, None])[:, 0] - torch.logsumexp(candidates, -1)).tolist()
             keep, ended = [], []
             for k, (r, token) in enumerate(zip(active, chosen.tolist())):
                 generated[r].append(token)

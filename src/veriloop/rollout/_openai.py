@@ -78,6 +78,8 @@ class OpenAIEngine:
             "max_tokens": params.max_tokens,
             "logprobs": True,
         }
+        if params.top_k:
+            body["top_k"] = params.top_k  # not in OpenAI's API; vLLM and SGLang servers read it
         if params.stop:
             body["stop"] = list(params.stop)
         if params.seed is not None:

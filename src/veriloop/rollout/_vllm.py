@@ -3,8 +3,8 @@
 It keeps the ``hf`` engine's contract (``_engine.py``, ``_hf.py``): token-id or chat prompts,
 ``params.n`` samples per prompt with sample j of a prompt seeded ``seed + j`` (a sample depends
 on its seed, not on its batch mates: every sample is its own vLLM request with its own
-generator), the log-prob of every sampled token under the temperature-scaled distribution (the
-one a trainer recomputes), stop strings kept in the text, finish reasons, and
+generator), the log-prob of every sampled token under the distribution it was drawn from
+(temperature-scaled, cut by top-k/top-p and renormalised: the one a trainer recomputes), stop strings kept in the text, finish reasons, and
 ``update_weights`` with full or partial state dicts under Hugging Face names (a partial one
 holds whole vLLM layers: q, k and v with their biases together, gate and up together, because
 vLLM fuses them and rebuilds a reloaded layer from what it is given).
@@ -19,9 +19,11 @@ Multi-turn: the engine keeps no sessions (``keeps_sessions`` is False). vLLM's p
 so a conversation's next turn prefills only its new tokens without the episode naming a
 session; a weight push empties the cache.
 
-Not guaranteed: with ``top_p < 1`` vLLM reports log-probs after the nucleus truncation, not the
-untruncated ones the contract names, so samples then carry no log-probs (training refuses
-``rollout.top_p < 1`` with this engine). Repetition stops (``repetition_stop``) are applied
+With ``top_k``/``top_p`` the log-probs are vLLM's ``processed_logprobs``: the log-softmax of the
+logits after temperature and vLLM's top-k/top-p cut, which is the contract's truncated,
+renormalised distribution. (FlashInfer's fused top-k/top-p sampler returns no log-probs; vLLM
+uses its PyTorch sampler whenever processed log-probs are asked for, or per-request seeds are
+set, as they are here.) Repetition stops (``repetition_stop``) are applied
 after sampling: the sample is cut where the ``hf`` engine would have stopped it.
 ``torch.set_num_threads`` has no effect once vLLM is loaded in a process.
 """
@@ -156,7 +158,8 @@ class VLLMEngine:
                 max_num_seqs=max_num_seqs,
                 enable_prefix_caching=enable_prefix_caching,
                 enforce_eager=enforce_eager,
-                logprobs_mode="processed_logprobs",  # after temperature: the distribution trained on
+                # After temperature and the top-k/top-p cut, renormalised: the distribution sampled and trained on.
+                logprobs_mode="processed_logprobs",
                 seed=seed,
                 **_whole_prefills(self.max_model_len),
             )
@@ -226,6 +229,7 @@ class VLLMEngine:
             n=1,
             temperature=params.temperature,
             top_p=params.top_p,
+            top_k=params.top_k,  # 0: every token
             max_tokens=params.max_tokens,
             stop=list(params.stop) or None,
             include_stop_str_in_output=True,  # the contract keeps a stop string in the text
@@ -238,7 +242,7 @@ class VLLMEngine:
     def _sample(self, completion: Any, params: SamplingParams) -> Sample:
         token_ids = list(completion.token_ids)
         logprobs: list[float] = []
-        if params.top_p >= 1 and completion.logprobs is not None:
+        if completion.logprobs is not None:
             logprobs = [step[token].logprob for step, token in zip(completion.logprobs, token_ids)]
         finish = _finish_reason(completion)
         cut = _repetition_cut(token_ids, params.repetition_stop) if finish != "stop" else None

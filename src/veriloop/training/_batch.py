@@ -10,7 +10,7 @@ import torch
 import torch.utils.checkpoint
 
 from veriloop.core import Trajectory, UserError
-from veriloop.rollout import LeanDecoder
+from veriloop.rollout import LeanDecoder, truncated_logprobs
 
 
 @dataclass
@@ -78,11 +78,15 @@ def completion_logprobs(
     chunk_tokens: int = 0,
     checkpoint_layers: bool = False,
     autocast: str = "none",
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs (B, C) of each completion token under ``model`` at ``temperature``.
+    """Log-probs (B, C) of each completion token under ``model`` at ``temperature``, in the
+    distribution cut to ``top_k``/``top_p`` and renormalised when they cut (``truncated_logprobs``:
+    the one the sampler drew from).
 
-    Also the per-token entropy (B, C) when asked. Gradients flow unless the caller disables
-    them. ``lean`` (a LeanDecoder over the same model) computes the same values faster, each
+    Also the per-token entropy (B, C) of the whole temperature-scaled distribution when asked.
+    Gradients flow unless the caller disables them. ``lean`` (a LeanDecoder over the same model) computes the same values faster, each
     distinct prompt once for all the rows that share it.
 
     ``chunk_tokens`` > 0 bounds memory on long sequences: the vocabulary logits exist for
@@ -95,13 +99,15 @@ def completion_logprobs(
     """
     device = next(model.parameters()).device
     with autocast_context(autocast, device):
-        return _completion_logprobs(model, batch, temperature, with_entropy, lean, chunk_tokens, checkpoint_layers)
+        return _completion_logprobs(
+            model, batch, (temperature, top_k, top_p), with_entropy, lean, chunk_tokens, checkpoint_layers
+        )
 
 
 def _completion_logprobs(
     model: Any,
     batch: TokenBatch,
-    temperature: float,
+    sampling: tuple[float, int, float],
     with_entropy: bool,
     lean: LeanDecoder | None,
     chunk_tokens: int,
@@ -118,12 +124,12 @@ def _completion_logprobs(
     else:
         logits = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)).logits
         picked = logits.gather(1, _predicting_positions(batch, device, logits.shape[-1]))  # (B, C, V)
-        return _token_stats(picked, targets, temperature, with_entropy)
+        return _token_stats(picked, targets, sampling, with_entropy)
     if chunk_tokens <= 0:
-        return _token_stats(head(hidden), targets, temperature, with_entropy)
+        return _token_stats(head(hidden), targets, sampling, with_entropy)
 
     def stats(hidden_chunk: torch.Tensor, target_chunk: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return _chunk_stats(head, hidden_chunk, target_chunk, temperature, with_entropy)
+        return _chunk_stats(head, hidden_chunk, target_chunk, sampling, with_entropy)
 
     parts = over_position_chunks(stats, hidden, targets, chunk_tokens=chunk_tokens)
     logprobs = torch.cat([p[0] for p in parts], dim=1)  # (B, C)
@@ -151,21 +157,23 @@ def over_position_chunks(
 
 
 def _chunk_stats(
-    head: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+    head: Any, hidden: torch.Tensor, targets: torch.Tensor, sampling: tuple[float, int, float], with_entropy: bool
 ) -> tuple[torch.Tensor, ...]:
     """Log-probs (B, c) and, when asked, entropies (B, c) of one chunk of hidden states (B, c, H)."""
-    logprobs, entropy = _token_stats(head(hidden), targets, temperature, with_entropy)
+    logprobs, entropy = _token_stats(head(hidden), targets, sampling, with_entropy)
     return (logprobs,) if entropy is None else (logprobs, entropy)
 
 
 def _token_stats(
-    logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+    logits: torch.Tensor, targets: torch.Tensor, sampling: tuple[float, int, float], with_entropy: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs (B, c) of ``targets`` (B, c) under ``logits`` (B, c, V) at ``temperature``, and entropies."""
+    """Log-probs (B, c) of ``targets`` (B, c) under ``logits`` (B, c, V) sampled as ``sampling``
+    (temperature, top_k, top_p), and entropies."""
+    temperature, top_k, top_p = sampling
     picked = logits.to(torch.promote_types(logits.dtype, torch.float32))  # half precision in fp32
     if temperature != 1.0:  # x / 1.0 is x: a pass over (B, c, V) saved, the same values
         picked = picked / temperature
-    logprobs = picked.gather(-1, targets[:, :, None])[:, :, 0] - torch.logsumexp(picked, dim=-1)  # (B, c)
+    logprobs = truncated_logprobs(picked, targets, top_k, top_p)  # (B, c)
     entropy = None
     if with_entropy:
         log_p = torch.log_softmax(picked, dim=-1)
@@ -243,13 +251,22 @@ def logprobs_without_grad(
     lean: LeanDecoder | None = None,
     chunk_tokens: int = 0,
     autocast: str = "none",
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> torch.Tensor:
     """Log-probs (B, C) of each completion token under ``model``, on the CPU, computed without
     grad ``micro_batch_size`` rows at a time (the reference pass and the recompute pass);
-    ``chunk_tokens`` and ``autocast`` as in ``completion_logprobs``."""
+    ``chunk_tokens``, ``autocast``, ``top_k`` and ``top_p`` as in ``completion_logprobs``."""
     parts = [
         completion_logprobs(
-            model, batch.select(rows), temperature, lean=lean, chunk_tokens=chunk_tokens, autocast=autocast
+            model,
+            batch.select(rows),
+            temperature,
+            lean=lean,
+            chunk_tokens=chunk_tokens,
+            autocast=autocast,
+            top_k=top_k,
+            top_p=top_p,
         )[0].cpu()
         for rows in micro_batches(len(batch), micro_batch_size)
     ]

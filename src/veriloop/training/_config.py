@@ -33,7 +33,16 @@ class RolloutSection(Section):
     prompts_per_step: int = Field(default=16, ge=1, description="groups (prompts) trained on per step")
     group_size: int = Field(default=8, ge=1, description="samples per prompt")
     temperature: float = Field(default=1.0, gt=0, description="sampling temperature (also used to recompute log-probs)")
-    top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus sampling mass")
+    top_p: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="nucleus sampling mass; below 1 the log-probs trained on are those of the truncated, "
+        "renormalised distribution, and the trainer scores tokens under the same cut",
+    )
+    top_k: int = Field(
+        default=0, ge=0, description="sample among the k likeliest tokens only (0: all), scored as top_p is"
+    )
     max_tokens: int = Field(
         default=64, ge=1, description="new tokens per model turn (tasks of a domain max_tokens_by_domain leaves out)"
     )
@@ -107,6 +116,43 @@ class RolloutSection(Section):
         return max([self.max_tokens, *self.max_tokens_by_domain.values()])
 
 
+class CorrectionSection(Section):
+    """How the trainer corrects the gap between the policy that sampled a batch and its own.
+
+    A group of fields inside ``algorithm`` (``algorithm.correction.mode``), the one place a section
+    nests: the bounds mean nothing without the mode that reads them, and they are set together.
+    """
+
+    mode: str = Field(
+        default="none",
+        description="none, token_tis (weight min(rho, cap) per token), token_mask (drop tokens whose rho leaves "
+        "[low, high]), sequence_tis or sequence_mask (the same on each sequence's geometric-mean rho); "
+        "rho = pi_trainer / pi_engine per token; any mode but none trains against the recomputed log-probs",
+    )
+    cap: float = Field(default=2.0, gt=1, description="token_tis, sequence_tis: the largest weight")
+    low: float = Field(default=0.5, gt=0, lt=1, description="token_mask, sequence_mask: the smallest ratio kept")
+    high: float = Field(default=2.0, gt=1, description="token_mask, sequence_mask: the largest ratio kept")
+    measure: bool = Field(
+        default=True,
+        description="log the mismatch/ metrics every step, recomputing the trainer's log-probs (one forward "
+        "pass without grad) when nothing else needs them",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_alone(cls, data: Any) -> Any:
+        return {"mode": data} if isinstance(data, str) else data  # algorithm.correction=token_tis
+
+    @field_validator("mode")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        from veriloop.algorithms import CORRECTIONS
+
+        if name not in CORRECTIONS:
+            raise ValueError(f"unknown {CORRECTIONS.what} {name!r}; known: {', '.join(CORRECTIONS.names())}")
+        return name
+
+
 class AlgorithmSection(Section):
     advantage: str = Field(default="grpo", description="grpo, dr_grpo, rloo or reinforce_pp")
     clip_low: float = Field(default=0.2, ge=0, lt=1, description="lower ratio clip (1 - clip_low)")
@@ -121,6 +167,10 @@ class AlgorithmSection(Section):
     entropy_coef: float = Field(default=0.0, ge=0, description="entropy bonus coefficient")
     recompute_logprobs: bool = Field(
         default=False, description="recompute old log-probs instead of reusing the sampler's"
+    )
+    correction: CorrectionSection = Field(
+        default_factory=CorrectionSection,
+        description="engine-vs-trainer mismatch and staleness correction (algorithm.correction.mode, .cap, ...)",
     )
     dynamic_sampling: bool = Field(default=True, description="drop groups whose rewards are all equal, and refill")
     max_refills: int = Field(default=2, ge=0, description="extra sampling rounds to refill dropped groups")
@@ -195,13 +245,15 @@ class PipelineSection(Section):
     )
     stale_correction: Literal["behaviour", "decoupled"] = Field(
         default="behaviour",
-        description="async: stale tokens' ratio is taken against the policy that sampled them (PPO clip, ratio "
-        "capped at is_cap for negative advantages), or against the current policy with truncated IS weights (decoupled)",
+        description="async, with algorithm.correction.mode=none: stale tokens' ratio is taken against the policy "
+        "that sampled them (PPO clip, ratio capped at is_cap for negative advantages); decoupled is the older "
+        "spelling of algorithm.correction.mode=token_tis with cap is_cap",
     )
     is_cap: float = Field(
         default=2.0,
         gt=1,
-        description="async: cap of the importance ratio (behaviour) or weight (decoupled) of stale tokens",
+        description="async: cap of the importance ratio of stale tokens (behaviour), or the correction's cap "
+        "that stale_correction=decoupled sets",
     )
     backend: Literal["local", "ray"] = Field(
         default="local", description="where rollout workers run: in this process, or as Ray actors"
@@ -271,6 +323,31 @@ class TrainConfig(Section):
     pipeline: PipelineSection = Field(default_factory=PipelineSection)
     distributed: DistributedSection = Field(default_factory=DistributedSection)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _decoupled_is_token_tis(cls, data: Any) -> Any:
+        """Configs from before ``algorithm.correction``: ``pipeline.stale_correction=decoupled`` asked for
+        truncated IS weights capped at ``pipeline.is_cap``; it now means ``algorithm.correction.mode=token_tis``."""
+        if not isinstance(data, dict) or not isinstance(data.get("pipeline"), dict):
+            return data
+        pipeline = data["pipeline"]
+        if pipeline.get("stale_correction") != "decoupled":
+            return data
+        if isinstance(data.get("algorithm"), BaseModel):
+            return data
+        algorithm = dict(data.get("algorithm") or {})
+        correction = algorithm.get("correction")
+        correction = {"mode": correction} if isinstance(correction, str) else correction
+        if correction is None:
+            algorithm["correction"] = {"mode": "token_tis", "cap": pipeline.get("is_cap", 2.0)}
+        elif isinstance(correction, dict) and correction.get("mode", "none") == "none":
+            raise ValueError(
+                "pipeline.stale_correction=decoupled corrects stale tokens, and algorithm.correction.mode=none "
+                "turns corrections off; set algorithm.correction.mode (token_tis is what decoupled meant) "
+                "and drop pipeline.stale_correction"
+            )
+        return {**data, "algorithm": algorithm}
+
     @field_validator("plugins")
     @classmethod
     def _resolved(cls, plugins: list[str]) -> list[str]:
@@ -303,27 +380,27 @@ def _check_engine(config: TrainConfig) -> None:
     """Refuse the combinations the vllm rollout engine does not support (yet)."""
     if config.rollout.engine != "vllm":
         return
-    unsupported = {
-        "distributed.ray_ranks > 0": config.distributed.ray_ranks > 0,
-        "rollout.top_p < 1 (vLLM reports log-probs after the nucleus cut)": config.rollout.top_p < 1,
-    }
+    unsupported = {"distributed.ray_ranks > 0": config.distributed.ray_ranks > 0}
     refused = [name for name, chosen in unsupported.items() if chosen]
     if refused:
         raise ValueError(
             f"rollout.engine=vllm samples for one trainer process (in its process, or on Ray actors with "
             f"pipeline.backend=ray) and does not support {', '.join(refused)}; "
-            "use rollout.engine=hf for those, or distributed.ray_ranks=0, rollout.top_p=1"
+            "use rollout.engine=hf for those, or distributed.ray_ranks=0"
         )
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    section, _, field = key.partition(".")
-    if not field or "." in field:
+    """``SECTION.FIELD`` (or ``SECTION.GROUP.FIELD`` for a group of fields such as ``algorithm.correction``)."""
+    *path, field = key.split(".")
+    if not path or len(path) > 2 or not all(path) or not field:
         raise UserError(f"override {key!r}: use SECTION.FIELD=VALUE, e.g. rollout.temperature=0.7")
-    data.setdefault(section, {})
-    if not isinstance(data[section], dict):
-        raise UserError(f"override {key!r}: {section!r} is not a section")
-    data[section][field] = value
+    for depth, name in enumerate(path):
+        data.setdefault(name, {})
+        if not isinstance(data[name], dict):
+            raise UserError(f"override {key!r}: {'.'.join(path[: depth + 1])!r} is not a section")
+        data = data[name]
+    data[field] = value
 
 
 def _load_config_plugins(data: dict[str, Any], base: Path | None) -> None:

@@ -3,17 +3,29 @@
     loss = clipped policy loss  (+ beta * KL to the reference, when algorithm.kl_mode = loss)
                                 (- entropy_coef * entropy, when entropy_coef > 0)
 
-each term aggregated over the completion tokens by ``algorithm.aggregation``. The math itself
-lives in ``veriloop.algorithms`` (``policy_loss``, ``kl_penalty``); this module only adds it up.
+each term aggregated over the completion tokens by ``algorithm.aggregation``, and each token's
+policy term weighted by the mismatch correction (``algorithm.correction``). The math itself
+lives in ``veriloop.algorithms`` (``policy_loss``, ``kl_penalty``, ``CORRECTIONS``); this module
+chooses the ratio's denominator (``loss_inputs``) and adds the terms up.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from veriloop.algorithms import AGGREGATIONS, kl_penalty, policy_loss
+from veriloop.algorithms import (
+    AGGREGATIONS,
+    CorrectionBounds,
+    kl_penalty,
+    mismatch_correction,
+    mismatch_metrics,
+    mismatch_sums,
+    policy_loss,
+)
 from veriloop.training._batch import TokenBatch
 from veriloop.training._config import AlgorithmSection
 
@@ -29,7 +41,7 @@ class LossInputs:
     old_logprobs: torch.Tensor  # (B, C) the ratio's denominator: sampler's or recomputed log-probs
     advantages: torch.Tensor  # (B,)
     reference_logprobs: torch.Tensor | None = None  # (B, C) under the reference policy (KL in the loss)
-    importance_weights: torch.Tensor | None = None  # (B, C) truncated IS weights of stale tokens (decoupled)
+    importance_weights: torch.Tensor | None = None  # (B, C) the correction's weights (0: token dropped), no grad
     stale: bool = False  # sampled by an older policy than the trainer's (asynchronous pipeline)
 
     def __len__(self) -> int:
@@ -86,3 +98,44 @@ def objective(
         loss = loss - algo.entropy_coef * entropy_mean
         stats["entropy"] = float(entropy_mean.detach())
     return loss, stats
+
+
+def loss_inputs(
+    batch: TokenBatch,
+    advantages: torch.Tensor,
+    reference_logprobs: torch.Tensor | None,
+    stale: bool,
+    algo: AlgorithmSection,
+    recompute: Callable[[], torch.Tensor],
+    ranks: Any,
+) -> tuple[LossInputs, dict[str, float]]:
+    """The objective's inputs for ``batch`` (the ratio's denominator, the correction's weights) and
+    the ``mismatch/`` metrics, summed over ``ranks``.
+
+    ``recompute()`` gives the trainer's log-probs (B, C) of the batch under its current weights
+    (one pass without grad); it runs when a correction, ``recompute_logprobs`` or
+    ``correction.measure`` needs it. With ``algorithm.correction.mode`` other than none, the
+    objective is decoupled (as in AReaL): the ratio is taken against the recomputed log-probs,
+    and each token is weighted by the correction of rho = pi_trainer / pi_engine, which covers
+    the engine's numerics and, for stale samples, the older weights alike. With none: the
+    sampler's log-probs (fresh samples with ``recompute_logprobs``: the recomputed ones), unweighted.
+    """
+    correction, sampler = algo.correction, batch.sampler_logprobs  # (B, C) the engine's
+    corrected = correction.mode != "none"
+    if not (corrected or algo.recompute_logprobs or correction.measure):
+        return LossInputs(batch, sampler, advantages, reference_logprobs, stale=stale), {}
+    recomputed = recompute()  # (B, C) the trainer's, before the update
+    bounds = CorrectionBounds(correction.cap, correction.low, correction.high)
+    verdict = mismatch_correction(correction.mode, recomputed, sampler, batch.loss_mask, bounds)
+    metrics = _summed_over_ranks(mismatch_sums(recomputed, sampler, batch.loss_mask, verdict), ranks)
+    if corrected:
+        return LossInputs(batch, recomputed, advantages, reference_logprobs, verdict.weights, stale), metrics
+    old = recomputed if algo.recompute_logprobs and not stale else sampler
+    return LossInputs(batch, old, advantages, reference_logprobs, stale=stale), metrics
+
+
+def _summed_over_ranks(sums: dict[str, float], ranks: Any) -> dict[str, float]:
+    """``mismatch_metrics`` of every rank's rows: the sums added up, the largest difference the largest."""
+    names = sorted(name for name in sums if name != "abs_max")
+    totals = dict(zip(names, ranks.total([sums[name] for name in names])))
+    return mismatch_metrics({**totals, "abs_max": max(ranks.gather(sums["abs_max"]))})

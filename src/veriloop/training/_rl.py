@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from veriloop.algorithms import compute_advantages, kl_penalty, truncated_importance_weights
+from veriloop.algorithms import compute_advantages, kl_penalty
 from veriloop.core import Task, Trajectory, UserError, ensure_strict_blas, load_plugins
 from veriloop.rollout import (
     HFEngine,
@@ -49,7 +49,7 @@ from veriloop.training._heartbeat import Heartbeats, Stall
 from veriloop.training._ledger import PromptLedger
 from veriloop.training._metrics import MetricsLogger
 from veriloop.training._model import load_policy, reference_model, save_final
-from veriloop.training._objective import LossInputs, objective
+from veriloop.training._objective import LossInputs, loss_inputs, objective
 from veriloop.training._rl_checkpoint import RLCheckpoints, resume_rl
 from veriloop.training._run_state import RunState
 from veriloop.training._parallel_strategy import as_float, strategy_for
@@ -175,10 +175,12 @@ class RLTrainer:
         else:
             rewards_scaled = rewards
         advantages = compute_advantages(algo.advantage, rewards_scaled, group_size)  # (N,)
-        # 6. Old log-probs: the sampler's, or recomputed (and the mismatch measured). Stale
-        # samples (async) are corrected by pipeline.stale_correction.
+        # 6. Old log-probs: the sampler's, or the trainer's recomputed ones; the engine-vs-trainer
+        # mismatch measured and corrected by algorithm.correction (``loss_inputs``, ``_objective.py``).
         stale = sampled.policy_version < self.version
-        inputs, correction = self._loss_inputs(batch, advantages[owner], reference_logprobs, stale)
+        inputs, correction = loss_inputs(
+            batch, advantages[owner], reference_logprobs, stale, algo, lambda: self._recomputed(batch), self.ranks
+        )
         # 7. The objective (policy loss, KL, entropy) over micro-batches, accumulated; optimizer step.
         update = self._update(inputs)
         # 8. Weight sync: the new version goes to the rollout backend and tags later samples.
@@ -355,55 +357,26 @@ class RLTrainer:
         with self.model.disable_adapter():
             return self._logprobs_without_grad(self.model, batch, None)
 
-    def _logprobs_without_grad(self, model: Any, batch: TokenBatch, lean: LeanDecoder | None) -> torch.Tensor:
-        optim = self.config.optim
+    def _logprobs_without_grad(
+        self, model: Any, batch: TokenBatch, lean: LeanDecoder | None, truncated: bool = False
+    ) -> torch.Tensor:
+        """(B, C) under ``model``; ``truncated``: in the top-k/top-p distribution the engine sampled from."""
+        optim, rollout = self.config.optim, self.config.rollout
         return logprobs_without_grad(
             model,
             batch,
-            self.config.rollout.temperature,
+            rollout.temperature,
             optim.micro_batch_size,
             lean=lean,
             chunk_tokens=optim.logprob_chunk_tokens,
             autocast=optim.autocast,
+            top_k=rollout.top_k if truncated else 0,
+            top_p=rollout.top_p if truncated else 1.0,
         )
 
-    def _loss_inputs(
-        self, batch: TokenBatch, advantages: torch.Tensor, reference_logprobs: torch.Tensor | None, stale: bool
-    ) -> tuple[LossInputs, dict[str, float]]:
-        """The objective's inputs, with the old log-probs (B, C) for the ratio; the mismatch metrics.
-
-        Fresh samples: the sampler's log-probs, or recomputed ones when asked (the mismatch is
-        measured). Stale samples (async mode), by ``pipeline.stale_correction``:
-        - ``behaviour``: the sampler's log-probs, so the clipped ratio pi_current / pi_sampler
-          bounds how far training moves from the policy that sampled (capped at ``is_cap`` for
-          negative advantages, see ``_dual_clip``);
-        - ``decoupled``: the ratio is taken against the current policy (recomputed) and each
-          token is reweighted by min(pi_current / pi_sampler, is_cap) (truncated IS).
-        """
-        pipeline = self.config.pipeline
-        decoupled = stale and pipeline.stale_correction == "decoupled"
-        sampler = batch.sampler_logprobs  # (B, C)
-        if not (decoupled or self.config.algorithm.recompute_logprobs):
-            return LossInputs(batch, sampler, advantages, reference_logprobs, stale=stale), {}
-        recomputed = self._logprobs_without_grad(self.model, batch, self.engine.lean)  # (B, C)
-        diff = (recomputed - sampler).abs() * batch.loss_mask  # (B, C)
-        diff_sum, tokens = self.ranks.total([diff.sum(), batch.loss_mask.sum()])  # over every rank's rows
-        metrics = {
-            "logprob_mismatch/mean_abs": diff_sum / max(tokens, 1.0),
-            "logprob_mismatch/max_abs": max(self.ranks.gather(float(diff.max()) if diff.numel() else 0.0)),
-        }
-        if not decoupled:
-            return LossInputs(
-                batch, sampler if stale else recomputed, advantages, reference_logprobs, stale=stale
-            ), metrics
-        weights = truncated_importance_weights(recomputed, sampler, pipeline.is_cap)  # (B, C)
-        mask = batch.loss_mask.bool()
-        weight_sum, truncated, count = self.ranks.total(
-            [weights[mask].sum(), (weights[mask] >= pipeline.is_cap).sum(), mask.sum()]
-        )
-        metrics["is_weight/mean"] = weight_sum / count if count else 1.0
-        metrics["is_weight/truncated_fraction"] = truncated / count if count else 0.0
-        return LossInputs(batch, recomputed, advantages, reference_logprobs, weights, stale), metrics
+    def _recomputed(self, batch: TokenBatch) -> torch.Tensor:
+        """(B, C) the policy's log-probs of the batch under the trainer's weights, scored as the engine sampled."""
+        return self._logprobs_without_grad(self.model, batch, self.engine.lean, truncated=True)
 
     def _update(self, inputs: LossInputs) -> dict[str, float]:
         """``updates_per_batch`` optimizer steps, each on the gradient of the whole batch.
@@ -439,6 +412,8 @@ class RLTrainer:
                         chunk_tokens=optim.logprob_chunk_tokens,
                         checkpoint_layers=optim.activation_checkpointing,
                         autocast=optim.autocast,
+                        top_k=self.config.rollout.top_k,
+                        top_p=self.config.rollout.top_p,
                     )
                     loss, stats = objective(logprobs, entropy, micro, algo, dual_clip)
                     (loss * weight).backward()
@@ -458,9 +433,11 @@ class RLTrainer:
 
     def _dual_clip(self, stale: bool) -> float | None:
         """The ratio cap for negative advantages: ``algorithm.dual_clip``, lowered to ``pipeline.is_cap``
-        for stale samples under the ``behaviour`` correction (the ratio is then to the sampler's policy)."""
-        dual_clip, pipeline = self.config.algorithm.dual_clip, self.config.pipeline
-        if stale and pipeline.stale_correction == "behaviour":
+        for stale samples under the ``behaviour`` correction (no ``algorithm.correction``: the ratio is
+        then to the sampler's policy)."""
+        algo, pipeline = self.config.algorithm, self.config.pipeline
+        dual_clip = algo.dual_clip
+        if stale and pipeline.stale_correction == "behaviour" and algo.correction.mode == "none":
             return min(dual_clip or float("inf"), pipeline.is_cap)
         return dual_clip
 

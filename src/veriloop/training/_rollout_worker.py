@@ -97,6 +97,7 @@ def episode_config(config: TrainConfig) -> EpisodeConfig:
     return EpisodeConfig(
         temperature=rollout.temperature,
         top_p=rollout.top_p,
+        top_k=rollout.top_k,
         max_tokens_per_turn=rollout.max_tokens,
         max_tokens_by_domain=rollout.max_tokens_by_domain,
         tools=rollout.tools,

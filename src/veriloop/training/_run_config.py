@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from veriloop.core import UserError, atomic_write
 from veriloop.training._config import TrainConfig
 
@@ -41,14 +43,17 @@ ALWAYS_CHANGEABLE = frozenset(
 )
 
 
-def _flat(config: dict[str, Any]) -> dict[str, Any]:
-    """``{"optim": {"lr": 1e-4}}`` -> ``{"optim.lr": 1e-4}`` (one level of sections)."""
+def _flat(config: dict[str, Any], model: type[BaseModel] = TrainConfig, prefix: str = "") -> dict[str, Any]:
+    """``{"optim": {"lr": 1e-4}}`` -> ``{"optim.lr": 1e-4}``: sections, and groups of fields inside them
+    (``algorithm.correction.mode``), by the config's own models; dict-valued settings stay whole."""
     flat: dict[str, Any] = {}
     for key, value in config.items():
-        if isinstance(value, dict) and key != "plugins":
-            flat.update({f"{key}.{field}": inner for field, inner in value.items()})
+        field = model.model_fields.get(key)
+        inner = field.annotation if field is not None else None
+        if isinstance(value, dict) and isinstance(inner, type) and issubclass(inner, BaseModel):
+            flat.update(_flat(value, inner, f"{prefix}{key}."))
         else:
-            flat[key] = value
+            flat[f"{prefix}{key}"] = value
     return flat
 
 

@@ -16,8 +16,8 @@ gain.
 Speed: rollouts sample from a bfloat16 snapshot of the float32 policy, and the update runs its
 matrix products in bfloat16 (``optim.autocast``); weights, gradients and AdamW stay float32. The
 sampler's bfloat16 log-probs are the old log-probs of the PPO ratio (the policy that sampled),
-so the clipped ratio also bounds the precision mismatch; ``logprob_mismatch/*`` is not logged
-unless ``recompute_logprobs`` is set.
+so the clipped ratio also bounds the precision mismatch, which ``mismatch/*`` measures each step
+(one pass without grad; ``algorithm.correction`` would correct it instead).
 """
 
 from __future__ import annotations
