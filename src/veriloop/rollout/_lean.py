@@ -199,6 +199,7 @@ class LeanDecoder:
         suffix_lengths: torch.Tensor,
         head: bool = True,
         checkpoint_layers: bool = False,
+        unpadded: bool = False,
     ) -> torch.Tensor:
         """Logits (B, C, V) predicting each suffix token, over rows that share prefixes.
 
@@ -211,6 +212,10 @@ class LeanDecoder:
         (B, C, H) that ``head`` turns into those logits (so a caller can apply it chunk by
         chunk). ``checkpoint_layers`` keeps only each layer's input for the backward pass and
         recomputes the layer there (activation checkpointing: the same gradients, less memory).
+        ``unpadded`` runs the token-wise work (projections, MLP) on the real tokens only, packed
+        end to end, and spreads queries, keys and values back to their slots for attention
+        alone (the varlen layout): the same values at real positions, less work the more the
+        rows' lengths differ.
         """
         device = prefix_ids.device
         prefixes, prefix_width = prefix_ids.shape
@@ -236,8 +241,19 @@ class LeanDecoder:
                 (prefix_lengths[row_prefix][:, None] + suffix_slots).reshape(-1),
             ]
         )
-        # The prompt tokens then the completion tokens, flattened: (N, H), N = P*Tp + B*C.
-        hidden = self.embed(torch.cat([prefix_ids.reshape(-1), suffix_ids.reshape(-1)]))
+        # The prompt tokens then the completion tokens, flattened: N = P*Tp + B*C slots, of
+        # which the n real ones (all N unless unpadded) carry hidden states (n, H).
+        slots = torch.cat([prefix_real.reshape(-1), suffix_real.reshape(-1)])  # (N,)
+        real = slots.nonzero()[:, 0] if unpadded else None  # (n,) slot of each packed token
+
+        def spread(x: torch.Tensor) -> torch.Tensor:
+            """(n, ...) packed tokens -> (N, ...) in their slots, zeros at padding."""
+            return x if real is None else x.new_zeros((slots.shape[0], *x.shape[1:])).index_copy(0, real, x)
+
+        ids = torch.cat([prefix_ids.reshape(-1), suffix_ids.reshape(-1)])
+        hidden = self.embed(ids if real is None else ids[real])
+        if real is not None:
+            positions = positions[real]
         cos, sin = self._rotary(positions, hidden.dtype)
         cos, sin = cos[:, None], sin[:, None]  # (N, 1, D)
         split = prefixes * prefix_width
@@ -250,6 +266,7 @@ class LeanDecoder:
             k = attention.k_proj(normed).view(-1, self.kv_heads, self.head_dim)
             v = attention.v_proj(normed).view(-1, self.kv_heads, self.head_dim)
             q, k = q * cos + q.roll(half, -1) * sin, k * cos + k.roll(half, -1) * sin
+            q, k, v = spread(q), spread(k), spread(v)
             # (P, heads, Tp, D) and (B, heads, C, D)
             qp, kp, vp = (x[:split].view(prefixes, prefix_width, -1, self.head_dim).transpose(1, 2) for x in (q, k, v))
             qs, ks, vs = (x[split:].view(rows, width, -1, self.head_dim).transpose(1, 2) for x in (q, k, v))
@@ -260,6 +277,7 @@ class LeanDecoder:
             out = torch.cat(
                 [out_prefix.transpose(1, 2).reshape(split, -1), out_suffix.transpose(1, 2).reshape(rows * width, -1)]
             )
+            out = out if real is None else out[real]
             hidden = hidden + attention.o_proj(out)
             normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
             mlp = layer.mlp
@@ -270,6 +288,7 @@ class LeanDecoder:
                 hidden = torch.utils.checkpoint.checkpoint(run_layer, layer, hidden, use_reentrant=False)
             else:
                 hidden = run_layer(layer, hidden)
+        hidden = spread(hidden)  # (N, H)
         # Suffix token 0 is predicted by the prompt's last token, token j by suffix token j - 1.
         last_prompt = hidden[:split].view(prefixes, prefix_width, -1)[
             row_prefix, prefix_lengths[row_prefix] - 1
