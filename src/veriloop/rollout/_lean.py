@@ -216,7 +216,8 @@ class LeanDecoder:
         attending over its own span (``_Varlen``): the same values, no work on padding.
         """
         layout = _Varlen if unpadded else _Padded
-        spans = layout(prefix_ids, prefix_lengths, row_prefix, suffix_ids, suffix_lengths, self.kv_heads != self.heads)
+        rows = _Rows((prefix_ids, prefix_lengths, row_prefix, suffix_ids, suffix_lengths), self.kv_heads != self.heads)
+        spans = layout(rows)
         hidden = self.embed(spans.ids)  # (N, H)
         cos, sin = self._rotary(spans.positions, hidden.dtype)
         rotary = (cos[:, None], sin[:, None])  # (N, 1, D)
@@ -257,19 +258,22 @@ class LeanDecoder:
         return cos, sin
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """``forward_prefixed``'s rows (its arguments, as it documents them) and whether keys and
+    values have fewer heads than queries."""
+
+    tensors: tuple[torch.Tensor, ...]  # prefix_ids, prefix_lengths, row_prefix, suffix_ids, suffix_lengths
+    gqa: bool
+
+
 class _Padded:
     """``forward_prefixed``'s tokens as slots of the padded (P, Tp) prefixes then (B, C) suffixes,
     flattened: N = P*Tp + B*C tokens, the padding included (its values unspecified)."""
 
-    def __init__(
-        self,
-        prefix_ids: torch.Tensor,
-        prefix_lengths: torch.Tensor,
-        row_prefix: torch.Tensor,
-        suffix_ids: torch.Tensor,
-        suffix_lengths: torch.Tensor,
-        gqa: bool,
-    ):
+    def __init__(self, rows: _Rows):
+        prefix_ids, prefix_lengths, row_prefix, suffix_ids, suffix_lengths = rows.tensors
+        gqa = rows.gqa
         device = prefix_ids.device
         (prefixes, prefix_width), (rows, width) = prefix_ids.shape, suffix_ids.shape
         prefix_slots, suffix_slots = torch.arange(prefix_width, device=device), torch.arange(width, device=device)
@@ -329,15 +333,9 @@ class _Varlen:
     (N = their total). Attention runs span by span: a prefix over itself, causally; a suffix over
     its prefix, then itself causally. No work is spent on padding."""
 
-    def __init__(
-        self,
-        prefix_ids: torch.Tensor,
-        prefix_lengths: torch.Tensor,
-        row_prefix: torch.Tensor,
-        suffix_ids: torch.Tensor,
-        suffix_lengths: torch.Tensor,
-        gqa: bool,
-    ):
+    def __init__(self, rows: _Rows):
+        prefix_ids, prefix_lengths, row_prefix, suffix_ids, suffix_lengths = rows.tensors
+        gqa = rows.gqa
         device = prefix_ids.device
         prefix_real = torch.arange(prefix_ids.shape[1], device=device)[None, :] < prefix_lengths[:, None]  # (P, Tp)
         suffix_slots = torch.arange(suffix_ids.shape[1], device=device)

@@ -103,9 +103,11 @@ def completion_logprobs(
     device = next(model.parameters()).device
     with autocast_context(autocast, device):
         if packed:
-            return _packed_completion_logprobs(
-                model, batch, temperature, with_entropy, lean, chunk_tokens, checkpoint_layers
-            )
+
+            def stats(head: Any, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                return _head_stats(head, hidden, targets, temperature, with_entropy, chunk_tokens)
+
+            return _packed_completion_logprobs(model, batch, lean, checkpoint_layers, stats)
         return _completion_logprobs(model, batch, temperature, with_entropy, lean, chunk_tokens, checkpoint_layers)
 
 
@@ -150,16 +152,11 @@ def _head_stats(
 
 
 def _packed_completion_logprobs(
-    model: Any,
-    batch: TokenBatch,
-    temperature: float,
-    with_entropy: bool,
-    lean: LeanDecoder | None,
-    chunk_tokens: int,
-    checkpoint_layers: bool,
+    model: Any, batch: TokenBatch, lean: LeanDecoder | None, checkpoint_layers: bool, stats: Any
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``completion_logprobs`` with ``packed``: the m real completion positions of the rows, in row
-    order, go through the head as one (1, m) sequence; their values are put back in (B, C)."""
+    order, go through the head as one (1, m) sequence (``stats(head, hidden, targets)``: log-probs
+    and entropies); their values are put back in (B, C)."""
     device = next(model.parameters()).device
     completion_lengths = batch.attention_mask.sum(1) - batch.prompt_lengths  # (B,)
     real = torch.arange(batch.completion_ids.shape[1])[None, :] < completion_lengths[:, None]  # (B, C)
@@ -172,7 +169,7 @@ def _packed_completion_logprobs(
     else:
         hidden, head = _packed_model_hidden(model, batch, device, completion_lengths)
     targets = batch.completion_ids.to(device)[real]  # (m,)
-    logprobs, entropy = _head_stats(head, hidden[None], targets[None], temperature, with_entropy, chunk_tokens)
+    logprobs, entropy = stats(head, hidden[None], targets[None])
 
     def unpacked(values: torch.Tensor) -> torch.Tensor:
         """(1, m) -> (B, C), zeros past each completion."""
