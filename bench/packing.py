@@ -13,9 +13,11 @@ what a step of the trainer runs after sampling: the recompute pass (``algorithm.
 without grad) and the update (``_update``: forward with entropy, backward, AdamW step) over the
 whole batch. ``padded``: ``optim.micro_batch_size`` rows per pass, padded to the longest;
 ``packed``: ``optim.max_tokens_per_micro_batch`` tokens per pass, without padding. Both in
-bfloat16 autocast, as the SmolLM2 recipe trains. The last line printed is JSON.
+bfloat16 autocast, as the SmolLM2 recipe trains, with activation checkpointing (without it the
+padded side of this batch needs more memory than a 23 GB machine shared with other jobs has).
+The last line printed is JSON.
 
-    .venv/bin/python bench/packing.py [--tiny] [--prompts 2] [--group-size 8] [--micro-batch-size 8] [--max-tokens 4096]
+    .venv/bin/python bench/packing.py [--tiny] [--prompts 2] [--group-size 8] [--micro-batch-size 4] [--max-tokens 4096]
 """
 
 from __future__ import annotations
@@ -96,7 +98,13 @@ def child(args: argparse.Namespace) -> dict[str, float]:
     from veriloop.training._objective import LossInputs
 
     torch.set_num_threads(args.threads)
-    optim = {"micro_batch_size": args.micro_batch_size, "autocast": "bfloat16", "lr": 1e-6, "warmup_steps": 0}
+    optim = {
+        "micro_batch_size": args.micro_batch_size,
+        "autocast": "bfloat16",
+        "activation_checkpointing": True,
+        "lr": 1e-6,
+        "warmup_steps": 0,
+    }
     if args.side == "packed":
         optim = {**optim, "micro_batch_size": 1024, "max_tokens_per_micro_batch": args.max_tokens}
     config = TrainConfig.model_validate(
@@ -132,7 +140,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="the tiny test model instead of SmolLM2-135M-Instruct")
     parser.add_argument("--prompts", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--micro-batch-size", type=int, default=8, help="rows per padded pass")
+    parser.add_argument("--micro-batch-size", type=int, default=4, help="rows per padded pass")
     parser.add_argument("--max-tokens", type=int, default=4096, help="tokens per packed pass")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--side", choices=["padded", "packed"], help=argparse.SUPPRESS)

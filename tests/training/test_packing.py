@@ -8,7 +8,12 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from veriloop.rollout import LeanDecoder
-from veriloop.training._batch import TokenBatch, completion_logprobs, token_budget_micro_batches
+from veriloop.training._batch import (
+    TokenBatch,
+    completion_logprobs,
+    logprobs_without_grad,
+    token_budget_micro_batches,
+)
 
 # (prompt index, completion length, masked spans): a masked span is a tool's reply inside the completion.
 _ROWS = [(0, 3, []), (0, 41, [(5, 17), (25, 33)]), (1, 1, []), (1, 23, [(4, 15)]), (2, 60, [(10, 30), (40, 52)])]
@@ -77,6 +82,15 @@ def test_packed_logprobs_and_gradients_equal_the_padded_ones(double_model, pass_
         assert torch.allclose(got, expected, atol=1e-9)
     for expected, got in zip(padded[2], packed[2]):
         assert (got - expected).abs().max() <= 1e-9 * max(1.0, float(expected.abs().max()))
+
+
+def test_packed_reference_and_recompute_passes_equal_the_padded_ones(double_model):
+    """The passes without grad, micro-batched by rows or by a 40-token budget (two rows alone)."""
+    batch = _multi_turn_batch()
+    for lean in (LeanDecoder(double_model), None):
+        padded = logprobs_without_grad(double_model, batch, 0.7, micro_batch_size=2, lean=lean)
+        packed = logprobs_without_grad(double_model, batch, 0.7, micro_batch_size=8, lean=lean, max_tokens=40)
+        assert torch.allclose(packed * batch.loss_mask, padded * batch.loss_mask, atol=1e-9)
 
 
 def test_packed_gradient_accumulation_weights_tokens_as_the_padded_batch(make_config, digit_tasks):
