@@ -199,6 +199,7 @@ class LeanDecoder:
         suffix_lengths: torch.Tensor,
         head: bool = True,
         checkpoint_layers: bool = False,
+        unpadded: bool = False,
     ) -> torch.Tensor:
         """Logits (B, C, V) predicting each suffix token, over rows that share prefixes.
 
@@ -211,10 +212,70 @@ class LeanDecoder:
         (B, C, H) that ``head`` turns into those logits (so a caller can apply it chunk by
         chunk). ``checkpoint_layers`` keeps only each layer's input for the backward pass and
         recomputes the layer there (activation checkpointing: the same gradients, less memory).
+        ``unpadded`` runs the real tokens only, packed end to end, each prefix and each suffix
+        attending over its own span (``_Varlen``): the same values, no work on padding.
         """
+        layout = _Varlen if unpadded else _Padded
+        rows = _Rows((prefix_ids, prefix_lengths, row_prefix, suffix_ids, suffix_lengths), self.kv_heads != self.heads)
+        spans = layout(rows)
+        hidden = self.embed(spans.ids)  # (N, H)
+        cos, sin = self._rotary(spans.positions, hidden.dtype)
+        rotary = (cos[:, None], sin[:, None])  # (N, 1, D)
+        for layer in self.layers:
+            if checkpoint_layers and torch.is_grad_enabled():
+                hidden = torch.utils.checkpoint.checkpoint(
+                    self._layer, layer, hidden, rotary, spans.attend, use_reentrant=False
+                )
+            else:
+                hidden = self._layer(layer, hidden, rotary, spans.attend)
+        predicting = spans.predicting(hidden)  # (B, C, H)
+        return self.head(predicting) if head else predicting
+
+    def _layer(
+        self, layer: Any, hidden: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor], attend: Any
+    ) -> torch.Tensor:
+        """One decoder layer over the tokens (N, H); ``attend(q, k, v)`` (N, heads or kv_heads, D)
+        -> (N, heads * D) is the layout's attention."""
+        attention = layer.self_attn
+        cos, sin = rotary
+        half = self.head_dim // 2
+        normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
+        q = attention.q_proj(normed).view(-1, self.heads, self.head_dim)
+        k = attention.k_proj(normed).view(-1, self.kv_heads, self.head_dim)
+        v = attention.v_proj(normed).view(-1, self.kv_heads, self.head_dim)
+        q, k = q * cos + q.roll(half, -1) * sin, k * cos + k.roll(half, -1) * sin
+        hidden = hidden + attention.o_proj(attend(q, k, v))
+        normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
+        mlp = layer.mlp
+        return hidden + mlp.down_proj(F.silu(mlp.gate_proj(normed)) * mlp.up_proj(normed))
+
+    def _rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin (..., D) of ``positions`` (...), with the sign of rotate_half in sin:
+        rotate_half(x) * sin == roll(x, D/2) * [-sin, sin], one roll instead of slices and a cat."""
+        freqs = positions[..., None].float() * self.inv_freq.to(positions.device)  # (..., D/2)
+        cos = torch.cat((freqs, freqs), dim=-1).cos().to(dtype)
+        sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1).to(dtype)
+        return cos, sin
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """``forward_prefixed``'s rows (its arguments, as it documents them) and whether keys and
+    values have fewer heads than queries."""
+
+    tensors: tuple[torch.Tensor, ...]  # prefix_ids, prefix_lengths, row_prefix, suffix_ids, suffix_lengths
+    gqa: bool
+
+
+class _Padded:
+    """``forward_prefixed``'s tokens as slots of the padded (P, Tp) prefixes then (B, C) suffixes,
+    flattened: N = P*Tp + B*C tokens, the padding included (its values unspecified)."""
+
+    def __init__(self, rows: _Rows):
+        prefix_ids, prefix_lengths, row_prefix, suffix_ids, suffix_lengths = rows.tensors
+        gqa = rows.gqa
         device = prefix_ids.device
-        prefixes, prefix_width = prefix_ids.shape
-        rows, width = suffix_ids.shape
+        (prefixes, prefix_width), (rows, width) = prefix_ids.shape, suffix_ids.shape
         prefix_slots, suffix_slots = torch.arange(prefix_width, device=device), torch.arange(width, device=device)
         prefix_real = prefix_slots[None, :] < prefix_lengths[:, None]  # (P, Tp)
         suffix_real = suffix_slots[None, :] < suffix_lengths[:, None]  # (B, C)
@@ -226,64 +287,122 @@ class LeanDecoder:
             width, dtype=torch.bool, device=device
         )
         # (B, 1, C, Tp + C): a suffix query sees its prompt's real tokens, then its own past.
-        suffix_mask = torch.cat([prefix_real[row_prefix][:, None, :].expand(-1, width, -1), suffix_mask], dim=-1)[
+        self.suffix_mask = torch.cat([prefix_real[row_prefix][:, None, :].expand(-1, width, -1), suffix_mask], dim=-1)[
             :, None
         ]
-        prefix_mask = prefix_mask[:, None]  # (P, 1, Tp, Tp)
-        positions = torch.cat(
+        self.prefix_mask = prefix_mask[:, None]  # (P, 1, Tp, Tp)
+        self.positions = torch.cat(
             [
                 prefix_slots.expand(prefixes, -1).reshape(-1),
                 (prefix_lengths[row_prefix][:, None] + suffix_slots).reshape(-1),
             ]
         )
-        # The prompt tokens then the completion tokens, flattened: (N, H), N = P*Tp + B*C.
-        hidden = self.embed(torch.cat([prefix_ids.reshape(-1), suffix_ids.reshape(-1)]))
-        cos, sin = self._rotary(positions, hidden.dtype)
-        cos, sin = cos[:, None], sin[:, None]  # (N, 1, D)
+        self.ids = torch.cat([prefix_ids.reshape(-1), suffix_ids.reshape(-1)])  # (N,)
+        self.shape, self.row_prefix, self.prefix_lengths, self.gqa = (
+            (prefixes, prefix_width, rows, width),
+            row_prefix,
+            prefix_lengths,
+            gqa,
+        )
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        prefixes, prefix_width, rows, width = self.shape
+        split, head_dim = prefixes * prefix_width, q.shape[-1]
+        # (P, heads, Tp, D) and (B, heads, C, D)
+        qp, kp, vp = (x[:split].view(prefixes, prefix_width, -1, head_dim).transpose(1, 2) for x in (q, k, v))
+        qs, ks, vs = (x[split:].view(rows, width, -1, head_dim).transpose(1, 2) for x in (q, k, v))
+        out_prefix = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=self.prefix_mask, enable_gqa=self.gqa)
+        keys, values = torch.cat([kp[self.row_prefix], ks], dim=2), torch.cat([vp[self.row_prefix], vs], dim=2)
+        out_suffix = F.scaled_dot_product_attention(qs, keys, values, attn_mask=self.suffix_mask, enable_gqa=self.gqa)
+        return torch.cat(
+            [out_prefix.transpose(1, 2).reshape(split, -1), out_suffix.transpose(1, 2).reshape(rows * width, -1)]
+        )
+
+    def predicting(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, C, H): suffix token 0 is predicted by the prompt's last token, token j by suffix token j - 1."""
+        prefixes, prefix_width, rows, width = self.shape
         split = prefixes * prefix_width
-        half = self.head_dim // 2
-
-        def run_layer(layer: Any, hidden: torch.Tensor) -> torch.Tensor:
-            attention = layer.self_attn
-            normed = _rms_norm(hidden, layer.input_layernorm.weight, self.eps)
-            q = attention.q_proj(normed).view(-1, self.heads, self.head_dim)
-            k = attention.k_proj(normed).view(-1, self.kv_heads, self.head_dim)
-            v = attention.v_proj(normed).view(-1, self.kv_heads, self.head_dim)
-            q, k = q * cos + q.roll(half, -1) * sin, k * cos + k.roll(half, -1) * sin
-            # (P, heads, Tp, D) and (B, heads, C, D)
-            qp, kp, vp = (x[:split].view(prefixes, prefix_width, -1, self.head_dim).transpose(1, 2) for x in (q, k, v))
-            qs, ks, vs = (x[split:].view(rows, width, -1, self.head_dim).transpose(1, 2) for x in (q, k, v))
-            gqa = self.kv_heads != self.heads
-            out_prefix = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=prefix_mask, enable_gqa=gqa)
-            keys, values = torch.cat([kp[row_prefix], ks], dim=2), torch.cat([vp[row_prefix], vs], dim=2)
-            out_suffix = F.scaled_dot_product_attention(qs, keys, values, attn_mask=suffix_mask, enable_gqa=gqa)
-            out = torch.cat(
-                [out_prefix.transpose(1, 2).reshape(split, -1), out_suffix.transpose(1, 2).reshape(rows * width, -1)]
-            )
-            hidden = hidden + attention.o_proj(out)
-            normed = _rms_norm(hidden, layer.post_attention_layernorm.weight, self.eps)
-            mlp = layer.mlp
-            return hidden + mlp.down_proj(F.silu(mlp.gate_proj(normed)) * mlp.up_proj(normed))
-
-        for layer in self.layers:
-            if checkpoint_layers and torch.is_grad_enabled():
-                hidden = torch.utils.checkpoint.checkpoint(run_layer, layer, hidden, use_reentrant=False)
-            else:
-                hidden = run_layer(layer, hidden)
-        # Suffix token 0 is predicted by the prompt's last token, token j by suffix token j - 1.
         last_prompt = hidden[:split].view(prefixes, prefix_width, -1)[
-            row_prefix, prefix_lengths[row_prefix] - 1
+            self.row_prefix, self.prefix_lengths[self.row_prefix] - 1
         ]  # (B, H)
-        predicting = torch.cat([last_prompt[:, None], hidden[split:].view(rows, width, -1)[:, :-1]], dim=1)  # (B, C, H)
-        return self.head(predicting) if head else predicting
+        return torch.cat([last_prompt[:, None], hidden[split:].view(rows, width, -1)[:, :-1]], dim=1)
 
-    def _rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin (..., D) of ``positions`` (...), with the sign of rotate_half in sin:
-        rotate_half(x) * sin == roll(x, D/2) * [-sin, sin], one roll instead of slices and a cat."""
-        freqs = positions[..., None].float() * self.inv_freq.to(positions.device)  # (..., D/2)
-        cos = torch.cat((freqs, freqs), dim=-1).cos().to(dtype)
-        sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1).to(dtype)
-        return cos, sin
+
+class _Varlen:
+    """``forward_prefixed``'s real tokens packed end to end: each prefix's, then each suffix's
+    (N = their total). Attention runs span by span: a prefix over itself, causally; a suffix over
+    its prefix, then itself causally. No work is spent on padding."""
+
+    def __init__(self, rows: _Rows):
+        prefix_ids, prefix_lengths, row_prefix, suffix_ids, suffix_lengths = rows.tensors
+        gqa = rows.gqa
+        device = prefix_ids.device
+        prefix_real = torch.arange(prefix_ids.shape[1], device=device)[None, :] < prefix_lengths[:, None]  # (P, Tp)
+        suffix_slots = torch.arange(suffix_ids.shape[1], device=device)
+        suffix_real = suffix_slots[None, :] < suffix_lengths[:, None]  # (B, C)
+        self.ids = torch.cat([prefix_ids[prefix_real], suffix_ids[suffix_real]])  # (N,)
+        prefix_at = [0, *torch.cumsum(prefix_lengths, 0).tolist()]  # span i: prefix_at[i]:prefix_at[i + 1]
+        suffix_at = [prefix_at[-1] + n for n in [0, *torch.cumsum(suffix_lengths, 0).tolist()]]
+        self.prefix_spans = list(zip(prefix_at[:-1], prefix_at[1:]))
+        self.suffix_spans = list(zip(suffix_at[:-1], suffix_at[1:]))
+        self.row_prefix = row_prefix.tolist()
+        self.positions = torch.cat(
+            [torch.arange(n, device=device) for n in prefix_lengths.tolist()]
+            + [(prefix_lengths[row_prefix][:, None] + suffix_slots)[suffix_real]]
+        )  # (N,) each row's positions from 0
+        # (c, p + c) per suffix: all of its prefix, then its own past.
+        self.masks = [
+            torch.ones(stop - start, stop - start, dtype=torch.bool, device=device).tril()
+            for start, stop in self.suffix_spans
+        ]
+        self.masks = [
+            torch.cat([torch.ones(len(m), int(prefix_lengths[p]), dtype=torch.bool, device=device), m], dim=1)
+            for m, p in zip(self.masks, self.row_prefix)
+        ]
+        # (B, C) the token predicting each suffix token: the prompt's last, then the suffix's own.
+        prompt_last = torch.tensor([prefix_at[p + 1] - 1 for p in self.row_prefix], device=device)
+        suffix_first = torch.tensor(suffix_at[:-1], device=device)
+        self.predictor = torch.where(
+            suffix_slots[None, :] == 0, prompt_last[:, None], suffix_first[:, None] + suffix_slots[None, :] - 1
+        ).clamp(max=len(self.ids) - 1)
+        self.gqa = gqa
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        def heads_first(x: torch.Tensor) -> torch.Tensor:
+            return x.transpose(0, 1)[None]  # (n, heads, D) -> (1, heads, n, D)
+
+        parts = []
+        for start, stop in self.prefix_spans:
+            span = slice(start, stop)
+            parts.append(
+                F.scaled_dot_product_attention(
+                    heads_first(q[span]),
+                    heads_first(k[span]),
+                    heads_first(v[span]),
+                    is_causal=True,
+                    enable_gqa=self.gqa,
+                )
+            )
+        for (start, stop), prefix, mask in zip(self.suffix_spans, self.row_prefix, self.masks):
+            if stop == start:
+                continue
+            before = slice(*self.prefix_spans[prefix])
+            keys = torch.cat([k[before], k[start:stop]])
+            values = torch.cat([v[before], v[start:stop]])
+            parts.append(
+                F.scaled_dot_product_attention(
+                    heads_first(q[start:stop]),
+                    heads_first(keys),
+                    heads_first(values),
+                    attn_mask=mask,
+                    enable_gqa=self.gqa,
+                )
+            )
+        return torch.cat([part[0].transpose(0, 1).reshape(part.shape[2], -1) for part in parts])  # (N, heads * D)
+
+    def predicting(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, C, H); at padding positions, some token's state (unspecified)."""
+        return hidden[self.predictor]
 
 
 @dataclass(frozen=True)

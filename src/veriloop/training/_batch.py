@@ -80,6 +80,7 @@ def completion_logprobs(
     autocast: str = "none",
     top_k: int = 0,
     top_p: float = 1.0,
+    packed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, C) of each completion token under ``model`` at ``temperature``, in the
     distribution cut to ``top_k``/``top_p`` and renormalised when they cut (``truncated_logprobs``:
@@ -96,12 +97,23 @@ def completion_logprobs(
     recomputes the lean pass's decoder layers in the backward pass instead of keeping their
     activations (for the model's own forward, see ``enable_activation_checkpointing``).
     ``autocast`` "bfloat16" runs the pass's matrix products in bfloat16 (``autocast_context``).
+
+    ``packed`` computes only the rows' real tokens, without their padding: the model's own
+    forward runs the rows end to end as one sequence (``_packed_model_hidden``), the lean pass
+    runs its token-wise work unpadded (``LeanDecoder.forward_prefixed(unpadded=True)``), and the
+    vocabulary head sees only real completion positions. The same values to float rounding;
+    entries past each row's completion are 0 instead of unspecified.
     """
     device = next(model.parameters()).device
     with autocast_context(autocast, device):
-        return _completion_logprobs(
-            model, batch, (temperature, top_k, top_p), with_entropy, lean, chunk_tokens, checkpoint_layers
-        )
+        sampling = (temperature, top_k, top_p)
+        if packed:
+
+            def stats(head: Any, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                return _head_stats(head, hidden, targets, sampling, with_entropy, chunk_tokens)
+
+            return _packed_completion_logprobs(model, batch, lean, checkpoint_layers, stats)
+        return _completion_logprobs(model, batch, sampling, with_entropy, lean, chunk_tokens, checkpoint_layers)
 
 
 def _completion_logprobs(
@@ -125,6 +137,19 @@ def _completion_logprobs(
         logits = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)).logits
         picked = logits.gather(1, _predicting_positions(batch, device, logits.shape[-1]))  # (B, C, V)
         return _token_stats(picked, targets, sampling, with_entropy)
+    return _head_stats(head, hidden, targets, sampling, with_entropy, chunk_tokens)
+
+
+def _head_stats(
+    head: Any,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    sampling: tuple[float, int, float],
+    with_entropy: bool,
+    chunk_tokens: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (B, C) and entropies of ``targets`` (B, C) from the hidden states (B, C, H) predicting
+    them (``sampling``: temperature, top_k, top_p), ``chunk_tokens`` positions at a time when > 0."""
     if chunk_tokens <= 0:
         return _token_stats(head(hidden), targets, sampling, with_entropy)
 
@@ -134,6 +159,60 @@ def _completion_logprobs(
     parts = over_position_chunks(stats, hidden, targets, chunk_tokens=chunk_tokens)
     logprobs = torch.cat([p[0] for p in parts], dim=1)  # (B, C)
     return logprobs, torch.cat([p[1] for p in parts], dim=1) if with_entropy else None
+
+
+def _packed_completion_logprobs(
+    model: Any, batch: TokenBatch, lean: LeanDecoder | None, checkpoint_layers: bool, stats: Any
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``completion_logprobs`` with ``packed``: the m real completion positions of the rows, in row
+    order, go through the head as one (1, m) sequence (``stats(head, hidden, targets)``: log-probs
+    and entropies); their values are put back in (B, C)."""
+    device = next(model.parameters()).device
+    completion_lengths = batch.attention_mask.sum(1) - batch.prompt_lengths  # (B,)
+    real = torch.arange(batch.completion_ids.shape[1])[None, :] < completion_lengths[:, None]  # (B, C)
+    real = real.to(device)
+    if lean is not None:
+        hidden = lean.forward_prefixed(
+            *_shared_prompts(batch, device), head=False, checkpoint_layers=checkpoint_layers, unpadded=True
+        )[real]  # (m, H)
+        head = lean.head
+    else:
+        hidden, head = _packed_model_hidden(model, batch, device, completion_lengths)
+    targets = batch.completion_ids.to(device)[real]  # (m,)
+    logprobs, entropy = stats(head, hidden[None], targets[None])
+
+    def unpacked(values: torch.Tensor) -> torch.Tensor:
+        """(1, m) -> (B, C), zeros past each completion."""
+        return torch.zeros(real.shape, dtype=values.dtype, device=device).masked_scatter(real, values[0])
+
+    return unpacked(logprobs), None if entropy is None else unpacked(entropy)
+
+
+def _packed_model_hidden(
+    model: Any, batch: TokenBatch, device: Any, completion_lengths: torch.Tensor
+) -> tuple[torch.Tensor, Any]:
+    """The model's own forward over the rows packed into one sequence (1, n) of their real tokens:
+    positions restart at 0 on each row and a block-diagonal causal mask (1, 1, n, n) keeps each
+    token to its own row. Returns the outputs at the m positions predicting completion tokens
+    (m, H) in row order, and the head that turns them into logits (the identity when they are
+    logits already: models whose logits are not their head of the decoder's state)."""
+    lengths = batch.attention_mask.sum(1)  # (B,)
+    ids = batch.input_ids[batch.attention_mask.bool()].to(device)  # (n,) rows end to end
+    starts = torch.cumsum(lengths, 0) - lengths  # (B,) where each row begins
+    row = torch.repeat_interleave(torch.arange(len(lengths)), lengths)  # (n,)
+    positions = (torch.arange(int(lengths.sum())) - starts[row]).to(device)  # (n,) 0 at each row's start
+    row = row.to(device)
+    causal = torch.ones(len(row), len(row), dtype=torch.bool, device=device).tril()
+    mask = (causal & (row[:, None] == row[None, :]))[None, None]  # (1, 1, n, n)
+    # Completion token j of row b is predicted by the row's position prompt_length + j - 1.
+    predicting = torch.cat(
+        [torch.arange(n) + start + p - 1 for n, start, p in zip(completion_lengths, starts, batch.prompt_lengths)]
+    ).to(device)  # (m,)
+    inputs = {"input_ids": ids[None], "position_ids": positions[None], "attention_mask": mask}
+    if logits_are_head_of_decoder(model):
+        hidden = model.get_decoder()(**inputs).last_hidden_state[0]  # (n, H)
+        return hidden[predicting], model.get_output_embeddings()
+    return model(**inputs).logits[0][predicting], lambda logits: logits
 
 
 def over_position_chunks(
@@ -242,6 +321,30 @@ def micro_batches(rows: int, size: int) -> list[slice]:
     return [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
 
 
+def token_budget_micro_batches(lengths: Sequence[int], max_rows: int, max_tokens: int) -> list[slice]:
+    """Consecutive row ranges covering the rows, each of at most ``max_rows`` rows whose ``lengths``
+    (tokens) sum to at most ``max_tokens``; a row longer than ``max_tokens`` is a range of its own.
+
+    Rows stay in order, so a group's samples (which share their prompt) stay together."""
+    ranges, start, used = [], 0, 0
+    for row, length in enumerate(lengths):
+        if row > start and (used + length > max_tokens or row - start == max_rows):
+            ranges.append(slice(start, row))
+            start, used = row, 0
+        used += length
+    if start < len(lengths):
+        ranges.append(slice(start, len(lengths)))
+    return ranges
+
+
+def micro_batch_plan(batch: TokenBatch, max_rows: int, max_tokens: int) -> list[slice]:
+    """The micro-batches of ``batch``: by token budget when ``max_tokens`` > 0 (sequence packing),
+    else ``max_rows`` rows at a time."""
+    if max_tokens <= 0:
+        return micro_batches(len(batch), max_rows)
+    return token_budget_micro_batches(batch.attention_mask.sum(1).tolist(), max_rows, max_tokens)
+
+
 @torch.no_grad()
 def logprobs_without_grad(
     model: Any,
@@ -253,10 +356,13 @@ def logprobs_without_grad(
     autocast: str = "none",
     top_k: int = 0,
     top_p: float = 1.0,
+    max_tokens: int = 0,
 ) -> torch.Tensor:
     """Log-probs (B, C) of each completion token under ``model``, on the CPU, computed without
-    grad ``micro_batch_size`` rows at a time (the reference pass and the recompute pass);
-    ``chunk_tokens``, ``autocast``, ``top_k`` and ``top_p`` as in ``completion_logprobs``."""
+    grad ``micro_batch_size`` rows at a time (the reference pass and the recompute pass), or
+    packed by ``max_tokens`` when > 0 (``micro_batch_plan``); ``chunk_tokens``, ``autocast``,
+    ``top_k`` and ``top_p`` as in ``completion_logprobs``."""
+    packed = max_tokens > 0
     parts = [
         completion_logprobs(
             model,
@@ -267,8 +373,9 @@ def logprobs_without_grad(
             autocast=autocast,
             top_k=top_k,
             top_p=top_p,
+            packed=packed,
         )[0].cpu()
-        for rows in micro_batches(len(batch), micro_batch_size)
+        for rows in micro_batch_plan(batch, micro_batch_size, max_tokens)
     ]
     return torch.cat(parts) if parts else torch.zeros_like(batch.sampler_logprobs)
 

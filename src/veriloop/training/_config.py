@@ -197,6 +197,14 @@ class OptimSection(Section):
     weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay")
     max_grad_norm: float = Field(default=1.0, gt=0, description="gradient clipping norm")
     micro_batch_size: int = Field(default=64, ge=1, description="sequences per forward/backward pass")
+    max_tokens_per_micro_batch: int = Field(
+        default=0,
+        ge=0,
+        description="sequence packing: consecutive sequences fill each forward/backward pass up to this many "
+        "tokens (prompt + completion; at most micro_batch_size sequences; a longer sequence gets a pass of its "
+        "own) and run without padding, attention kept within each sequence; the same loss and gradients to "
+        "float rounding; 0: off, micro_batch_size sequences padded to the longest",
+    )
     updates_per_batch: int = Field(default=1, ge=1, description="optimizer passes over each batch (PPO epochs)")
     logprob_chunk_tokens: int = Field(
         default=1024,

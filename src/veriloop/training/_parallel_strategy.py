@@ -40,7 +40,6 @@ import torch
 
 from veriloop.core import UserError
 from veriloop.rollout import LeanDecoder
-from veriloop.training._batch import micro_batches
 
 
 class Replicated:
@@ -52,9 +51,9 @@ class Replicated:
     def __init__(self, ranks: Any, model: Any, device: str):
         self.ranks = ranks
 
-    def micro_batches(self, count: int, size: int) -> Iterator[slice]:
-        """The row slices of this rank's micro-batches (``_batch.micro_batches``)."""
-        return iter(micro_batches(count, size))
+    def micro_batches(self, plan: list[slice]) -> Iterator[slice]:
+        """The row slices of this rank's micro-batches (its ``_batch.micro_batch_plan``)."""
+        return iter(plan)
 
     def reduce_gradients(self, parameters: Iterable[torch.nn.Parameter]) -> None:
         """After the micro-batches: the gradients summed over the ranks, in place."""
@@ -94,10 +93,10 @@ class Sharded(Replicated):
         self.unit.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
         self.lean = _HookedLean(self.unit, LeanDecoder(model))
 
-    def micro_batches(self, count: int, size: int) -> Iterator[slice]:
-        """This rank's micro-batches, then idle passes up to the most any rank runs, so that every
-        rank joins each of the unit's all-gathers and reduce-scatters."""
-        mine = micro_batches(count, size)
+    def micro_batches(self, plan: list[slice]) -> Iterator[slice]:
+        """This rank's micro-batches (``plan``), then idle passes up to the most any rank runs, so
+        that every rank joins each of the unit's all-gathers and reduce-scatters."""
+        mine = plan
         most = max(self.ranks.gather(len(mine)))
         yield from mine
         for _ in range(most - len(mine)):

@@ -40,6 +40,7 @@ from veriloop.training._batch import (
     completion_logprobs,
     enable_activation_checkpointing,
     logprobs_without_grad,
+    micro_batch_plan,
     token_batch,
 )
 from veriloop.training._config import TrainConfig
@@ -372,6 +373,7 @@ class RLTrainer:
             autocast=optim.autocast,
             top_k=rollout.top_k if truncated else 0,
             top_p=rollout.top_p if truncated else 1.0,
+            max_tokens=optim.max_tokens_per_micro_batch,
         )
 
     def _recomputed(self, batch: TokenBatch) -> torch.Tensor:
@@ -383,7 +385,7 @@ class RLTrainer:
 
         The gradient is accumulated micro-batch by micro-batch, each micro-batch's loss weighted
         by its share of the batch (tokens for token-mean, sequences otherwise), so any micro-batch
-        size gives the gradient of one big batch. Over several ranks the shares are of the whole
+        size or token budget (packing) gives the gradient of one big batch. Over several ranks the shares are of the whole
         step (counts summed over the ranks) and the gradients are summed across ranks before
         clipping, so any number of ranks gives that gradient too. Returns the batch-weighted loss
         statistics.
@@ -393,13 +395,14 @@ class RLTrainer:
         total_tokens, total_rows = self.ranks.total([inputs.batch.loss_mask.sum(), len(inputs)])  # whole step
         total_tokens = max(total_tokens, 1.0)
         sums: dict[str, float] = {}
+        plan = micro_batch_plan(inputs.batch, optim.micro_batch_size, optim.max_tokens_per_micro_batch)
         self.model.train()
         doing = f"step {self.state.step}: update on {len(inputs)} sequences"
         with self.timer.phase("update"), self.heartbeats.phase("train", doing):
             for _ in range(optim.updates_per_batch):
                 self.state.optimizer.zero_grad(set_to_none=True)
                 pass_sums: dict[str, float] = {}
-                for rows in self.parallel.micro_batches(len(inputs), optim.micro_batch_size):
+                for rows in self.parallel.micro_batches(plan):
                     micro = inputs.select(rows)
                     tokens = float(micro.batch.loss_mask.sum())
                     weight = tokens / total_tokens if algo.aggregation == "token-mean" else len(micro) / total_rows
@@ -414,6 +417,7 @@ class RLTrainer:
                         autocast=optim.autocast,
                         top_k=self.config.rollout.top_k,
                         top_p=self.config.rollout.top_p,
+                        packed=optim.max_tokens_per_micro_batch > 0,
                     )
                     loss, stats = objective(logprobs, entropy, micro, algo, dual_clip)
                     (loss * weight).backward()
