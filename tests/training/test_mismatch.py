@@ -10,7 +10,7 @@ import torch
 from veriloop.algorithms import compute_advantages
 from veriloop.training import RLTrainer
 from veriloop.training._batch import completion_logprobs, token_batch
-from veriloop.training._objective import LossInputs, loss_inputs, objective
+from veriloop.training._objective import LossInputs, MismatchTally, has_dropout, loss_inputs, objective
 
 pytestmark = pytest.mark.e2e
 
@@ -141,3 +141,34 @@ def test_every_step_logs_the_mismatch(make_config, digit_tasks):
     trainer.close()
     assert 0 < metrics["mismatch/abs_logprob_diff_mean"] <= metrics["mismatch/abs_logprob_diff_max"] < 1
     assert metrics["mismatch/kl_k3"] >= 0 and metrics["mismatch/weight_mean"] == 1.0
+
+
+def test_the_update_pass_measures_the_mismatch_without_a_pass_of_its_own(perturbed):
+    """Uncorrected and measured: the update's first pass gives the figures a recompute would, and
+    ``loss_inputs`` recomputes nothing (a step pays no extra forward pass for its ``mismatch/`` metrics)."""
+    trainer, batch, advantages, trainer_logprobs = perturbed
+    algo = _algorithm(trainer, "none")
+    _, by_recompute = loss_inputs(batch, advantages, None, False, algo, lambda: trainer_logprobs, trainer.ranks)
+
+    def recompute():
+        raise AssertionError("measured in the update: nothing is recomputed")
+
+    inputs, metrics = loss_inputs(
+        batch, advantages, None, False, algo, recompute, trainer.ranks, measured_in_update=True
+    )
+    assert metrics == {}
+    tally = MismatchTally()
+    half = len(batch) // 2
+    for rows in (slice(0, half), slice(half, len(batch))):  # two micro-batches, as the update runs them
+        micro = inputs.select(rows)
+        tally.add(completion_logprobs(trainer.model, micro.batch, trainer.config.rollout.temperature)[0], micro.batch)
+    by_update = tally.metrics(trainer.ranks)
+    assert by_update.keys() == by_recompute.keys()
+    assert by_update["mismatch/abs_logprob_diff_mean"] > 0
+    for name, value in by_recompute.items():
+        assert by_update[name] == pytest.approx(value, rel=1e-4, abs=1e-9), name
+
+
+def test_a_model_with_dropout_measures_with_a_pass_of_its_own():
+    assert not has_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.0)))
+    assert has_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1)))

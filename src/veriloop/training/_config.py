@@ -134,8 +134,8 @@ class CorrectionSection(Section):
     high: float = Field(default=2.0, gt=1, description="token_mask, sequence_mask: the largest ratio kept")
     measure: bool = Field(
         default=True,
-        description="log the mismatch/ metrics every step, recomputing the trainer's log-probs (one forward "
-        "pass without grad) when nothing else needs them",
+        description="log the mismatch/ metrics every step: read off the update's first pass when no mode is "
+        "set, else (or with dropout) from the recomputed log-probs",
     )
 
     @model_validator(mode="before")

@@ -108,6 +108,7 @@ def loss_inputs(
     algo: AlgorithmSection,
     recompute: Callable[[], torch.Tensor],
     ranks: Any,
+    measured_in_update: bool = False,
 ) -> tuple[LossInputs, dict[str, float]]:
     """The objective's inputs for ``batch`` (the ratio's denominator, the correction's weights) and
     the ``mismatch/`` metrics, summed over ``ranks``.
@@ -119,10 +120,13 @@ def loss_inputs(
     and each token is weighted by the correction of rho = pi_trainer / pi_engine, which covers
     the engine's numerics and, for stale samples, the older weights alike. With none: the
     sampler's log-probs (fresh samples with ``recompute_logprobs``: the recomputed ones), unweighted.
+    ``measured_in_update``: the caller measures the mismatch from the update's own first pass
+    (``MismatchTally``), so measuring alone recomputes nothing here.
     """
     correction, sampler = algo.correction, batch.sampler_logprobs  # (B, C) the engine's
     corrected = correction.mode != "none"
-    if not (corrected or algo.recompute_logprobs or correction.measure):
+    measure = correction.measure and not measured_in_update
+    if not (corrected or algo.recompute_logprobs or measure):
         return LossInputs(batch, sampler, advantages, reference_logprobs, stale=stale), {}
     recomputed = recompute()  # (B, C) the trainer's, before the update
     bounds = CorrectionBounds(correction.cap, correction.low, correction.high)
@@ -132,6 +136,44 @@ def loss_inputs(
         return LossInputs(batch, recomputed, advantages, reference_logprobs, verdict.weights, stale), metrics
     old = recomputed if algo.recompute_logprobs and not stale else sampler
     return LossInputs(batch, old, advantages, reference_logprobs, stale=stale), metrics
+
+
+class MismatchTally:
+    """The ``mismatch/`` metrics of a batch read off the update's first pass: before the first
+    optimizer step, its log-probs are the trainer's under the weights the batch was scored with,
+    the very ones ``recompute()`` would give, so the measurement costs no pass of its own. Valid
+    only for a model without dropout (``has_dropout``) and with the uncorrected objective."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+
+    def add(self, logprobs: torch.Tensor, batch: TokenBatch) -> None:
+        """Count one micro-batch: ``logprobs`` (b, C) of its completion tokens under the trainer."""
+        trainer = logprobs.detach().to(batch.sampler_logprobs.device)  # (b, C)
+        verdict = mismatch_correction("none", trainer, batch.sampler_logprobs, batch.loss_mask)
+        for name, value in mismatch_sums(trainer, batch.sampler_logprobs, batch.loss_mask, verdict).items():
+            old = self.sums.get(name, 0.0)
+            self.sums[name] = max(old, value) if name == "abs_max" else old + value
+
+    def metrics(self, ranks: Any) -> dict[str, float]:
+        """The metrics over every rank's micro-batches (a collective: every rank calls it)."""
+        return _summed_over_ranks(self.sums or _NO_TOKENS, ranks)
+
+
+_NO_TOKENS = dict.fromkeys(
+    ("tokens", "sequences", "abs_sum", "abs_max", "k1_sum", "k3_sum", "weight_sum")
+    + ("masked_tokens", "capped_tokens", "masked_sequences", "capped_sequences"),
+    0.0,
+)
+
+
+def has_dropout(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s forward in train mode differs from eval: a dropout module or an
+    attention dropout with a rate above 0."""
+    config = getattr(model, "config", None)
+    if float(getattr(config, "attention_dropout", 0.0) or 0.0) > 0:
+        return True
+    return any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
 
 
 def _summed_over_ranks(sums: dict[str, float], ranks: Any) -> dict[str, float]:

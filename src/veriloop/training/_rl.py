@@ -50,7 +50,7 @@ from veriloop.training._heartbeat import Heartbeats, Stall
 from veriloop.training._ledger import PromptLedger
 from veriloop.training._metrics import MetricsLogger
 from veriloop.training._model import load_policy, reference_model, save_final
-from veriloop.training._objective import LossInputs, loss_inputs, objective
+from veriloop.training._objective import LossInputs, MismatchTally, has_dropout, loss_inputs, objective
 from veriloop.training._rl_checkpoint import RLCheckpoints, resume_rl
 from veriloop.training._run_state import RunState
 from veriloop.training._parallel_strategy import as_float, strategy_for
@@ -179,11 +179,20 @@ class RLTrainer:
         # 6. Old log-probs: the sampler's, or the trainer's recomputed ones; the engine-vs-trainer
         # mismatch measured and corrected by algorithm.correction (``loss_inputs``, ``_objective.py``).
         stale = sampled.policy_version < self.version
+        tally = MismatchTally() if self._measures_in_update() else None
         inputs, correction = loss_inputs(
-            batch, advantages[owner], reference_logprobs, stale, algo, lambda: self._recomputed(batch), self.ranks
+            batch,
+            advantages[owner],
+            reference_logprobs,
+            stale,
+            algo,
+            lambda: self._recomputed(batch),
+            self.ranks,
+            measured_in_update=tally is not None,
         )
         # 7. The objective (policy loss, KL, entropy) over micro-batches, accumulated; optimizer step.
-        update = self._update(inputs)
+        update = self._update(inputs, tally)
+        correction = tally.metrics(self.ranks) if tally is not None else correction
         # 8. Weight sync: the new version goes to the rollout backend and tags later samples.
         self._publish_weights(self.version + 1)
         if self.store is not None and self.store.append(trajectories) is not None:
@@ -380,7 +389,14 @@ class RLTrainer:
         """(B, C) the policy's log-probs of the batch under the trainer's weights, scored as the engine sampled."""
         return self._logprobs_without_grad(self.model, batch, self.engine.lean, truncated=True)
 
-    def _update(self, inputs: LossInputs) -> dict[str, float]:
+    def _measures_in_update(self) -> bool:
+        """Whether the mismatch is read off the update's first pass (``MismatchTally``) rather than
+        a pass of its own: measured, uncorrected, nothing recomputed, and no dropout."""
+        algo = self.config.algorithm
+        plain = algo.correction.mode == "none" and not algo.recompute_logprobs
+        return algo.correction.measure and plain and not has_dropout(self.model)
+
+    def _update(self, inputs: LossInputs, tally: MismatchTally | None = None) -> dict[str, float]:
         """``updates_per_batch`` optimizer steps, each on the gradient of the whole batch.
 
         The gradient is accumulated micro-batch by micro-batch, each micro-batch's loss weighted
@@ -388,7 +404,7 @@ class RLTrainer:
         size or token budget (packing) gives the gradient of one big batch. Over several ranks the shares are of the whole
         step (counts summed over the ranks) and the gradients are summed across ranks before
         clipping, so any number of ranks gives that gradient too. Returns the batch-weighted loss
-        statistics.
+        statistics. ``tally`` counts the first pass's log-probs, taken before any optimizer step.
         """
         algo, optim = self.config.algorithm, self.config.optim
         dual_clip = self._dual_clip(inputs.stale)
@@ -399,7 +415,7 @@ class RLTrainer:
         self.model.train()
         doing = f"step {self.state.step}: update on {len(inputs)} sequences"
         with self.timer.phase("update"), self.heartbeats.phase("train", doing):
-            for _ in range(optim.updates_per_batch):
+            for update_index in range(optim.updates_per_batch):
                 self.state.optimizer.zero_grad(set_to_none=True)
                 pass_sums: dict[str, float] = {}
                 for rows in self.parallel.micro_batches(plan):
@@ -419,6 +435,8 @@ class RLTrainer:
                         top_p=self.config.rollout.top_p,
                         packed=optim.max_tokens_per_micro_batch > 0,
                     )
+                    if tally is not None and update_index == 0:
+                        tally.add(logprobs, micro.batch)
                     loss, stats = objective(logprobs, entropy, micro, algo, dual_clip)
                     (loss * weight).backward()
                     for key, value in stats.items():
