@@ -147,7 +147,7 @@ def main() -> None:
         trainer = RLTrainer(config, tasks=tasks)
         batches = []
         update = trainer._update
-        trainer._update = lambda inputs: (batches.append(inputs.batch), update(inputs))[1]
+        trainer._update = lambda inputs, *rest: (batches.append(inputs.batch), update(inputs, *rest))[1]
         for _ in range(args.steps):
             started = time.perf_counter()
             metrics = trainer.step()

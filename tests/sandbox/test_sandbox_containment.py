@@ -232,8 +232,11 @@ def test_the_sandbox_server_cannot_be_killed_stopped_or_traced(sandbox):
     ids=["busy", "busy-ignoring-signals", "sleep", "busy-setsid"],
 )
 def test_wall_limit_stops_loops_and_sleeps(sandbox, code, quick):
-    result = sandbox.run_python(code, limits=quick)
+    # A CPU budget above the wall limit: only the wall limit may end these runs. (At equal budgets a
+    # busy child can meet its own CPU limit first, and the run that waited for it then exits 0.)
+    result = sandbox.run_python(code, limits=quick.model_copy(update={"cpu_s": 5.0}))
     assert result.status == "timeout"
+    assert "wall time limit" in result.detail
     _assert_next_run_clean(sandbox)
 
 
