@@ -41,10 +41,10 @@ def observation_text(tokenizer, tokens: int) -> str:
     return text
 
 
-def taught_engine() -> tuple[HFEngine, str]:
-    """The model after a short SFT on six-turn chats of short answers and long feedback, and
-    that feedback."""
-    directory = init_tiny_model(tempfile.mkdtemp(prefix="multiturn-"), TinyModelSpec(max_positions=4096))
+def taught_engine(scratch: str) -> tuple[HFEngine, str]:
+    """The model (written under ``scratch``) after a short SFT on six-turn chats of short answers
+    and long feedback, and that feedback."""
+    directory = init_tiny_model(scratch, TinyModelSpec(max_positions=4096))
     engine = HFEngine(str(directory))
     feedback = observation_text(engine.tokenizer, OBSERVATION_TOKENS)
     short = observation_text(engine.tokenizer, 24)  # short feedback keeps the SFT cheap
@@ -85,7 +85,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    engine, feedback = taught_engine()
+    with tempfile.TemporaryDirectory(prefix="multiturn-") as scratch:
+        engine, feedback = taught_engine(scratch)
     tasks = [
         Task(id=f"q{i}", domain="bench", prompt=f"What is {i} + {i + 1}?", verifier={"kind": "exact"}, gold="x")
         for i in range(args.episodes)

@@ -80,8 +80,8 @@ def token_batch_of(rows: list[tuple[int, list[tuple[int, bool]]]], group_size: i
     return TokenBatch(input_ids, attention, prompt_lengths, completion_ids, mask, sampler, torch.arange(len(rows)))
 
 
-def model_dir(tiny: bool) -> Path:
-    out = Path(tempfile.mkdtemp(prefix="packing-bench-"))
+def model_dir(tiny: bool, out: Path) -> Path:
+    """The model both sides load, written under ``out`` (a directory the caller removes)."""
     if tiny:
         from veriloop.training import init_tiny_model
 
@@ -97,7 +97,7 @@ def child(args: argparse.Namespace) -> dict[str, float]:
 
     from veriloop.core import Task
     from veriloop.training import RLTrainer, TrainConfig
-    from veriloop.training._objective import LossInputs
+    from veriloop.training._objective import LossInputs, loss_inputs
 
     torch.set_num_threads(args.threads)
     optim = {
@@ -114,7 +114,7 @@ def child(args: argparse.Namespace) -> dict[str, float]:
             "model": {"path": args.model},
             "algorithm": {"recompute_logprobs": True, "entropy_coef": 0.001, "beta": 0.0},
             "optim": optim,
-            "run": {"out": tempfile.mkdtemp(prefix=f"packing-{args.side}-"), "loggers": [], "progress": False},
+            "run": {"out": args.out, "loggers": [], "progress": False},
         }
     )
     tasks = [Task(id="t", domain="format", prompt="Say a digit.", verifier={"kind": "regex", "pattern": r"\d"})]
@@ -125,7 +125,9 @@ def child(args: argparse.Namespace) -> dict[str, float]:
     warm_up = batch.select(slice(0, 2))
     trainer._update(LossInputs(warm_up, warm_up.sampler_logprobs, advantages[:2]))
     started, cpu_started = time.perf_counter(), time.process_time()
-    inputs, _ = trainer._loss_inputs(batch, advantages, None, stale=False)
+    algo = trainer.config.algorithm
+    recompute = lambda: trainer._recomputed(batch)  # noqa: E731
+    inputs, _ = loss_inputs(batch, advantages, None, False, algo, recompute, trainer.ranks)
     trainer._update(inputs)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     trainer.close()
@@ -149,11 +151,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs of each side, alternating; the fastest counts")
     parser.add_argument("--side", choices=["padded", "packed"], help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
         print(json.dumps(child(args)))
         return
-    model = model_dir(args.tiny)
+    with tempfile.TemporaryDirectory(prefix="packing-bench-") as scratch:
+        runs = compare(args, model_dir(args.tiny, Path(scratch)), Path(scratch))
+    report(args, runs)
+
+
+def compare(args: argparse.Namespace, model: Path, scratch: Path) -> dict[str, list[dict[str, float]]]:
+    """Both sides, alternating, each in a fresh process; every run's figures."""
     common = [
         f"--prompts={args.prompts}",
         f"--group-size={args.group_size}",
@@ -166,9 +175,16 @@ def main() -> None:
     for _ in range(args.repeats):
         for side in runs:
             done = subprocess.run(
-                [sys.executable, __file__, f"--side={side}", *common], check=True, capture_output=True, text=True
+                [sys.executable, __file__, f"--side={side}", f"--out={scratch / side}", *common],
+                check=True,
+                capture_output=True,
+                text=True,
             )
             runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return runs
+
+
+def report(args: argparse.Namespace, runs: dict[str, list[dict[str, float]]]) -> None:
     padded, packed = (min(runs[side], key=lambda run: run["step_s"]) for side in ("padded", "packed"))
     print(
         json.dumps(
