@@ -177,3 +177,20 @@ def test_stale_tokens_ratio_is_truncated_at_is_cap(make_config, digit_tasks):
     stale = trainer._update(LossInputs(batch, old, advantages, stale=True))
     assert fresh["policy_loss"] > 100  # -A * r, unbounded
     assert abs(stale["policy_loss"] - 2.0) < 1e-3  # -A * is_cap
+
+
+def test_partial_rollouts_keep_token_versions_ordered_and_within_the_bound(make_config, digit_tasks):
+    """Weights land mid-batch (when the update beats the generation; timing decides how often):
+    every trajectory's tokens carry non-decreasing versions, its own version is its oldest token's,
+    and no token is more than max_staleness versions behind the trainer that trains on it."""
+    trainer, history = _run(make_config, digit_tasks, "partial", mode="async", max_staleness=1, partial_rollouts=True)
+    assert len(history) == 4
+    for metrics in history:
+        assert metrics["staleness/max"] <= 1 and metrics["staleness/token_mean"] <= 1
+        assert 0 <= metrics["staleness/straddling"] <= 1
+    trajectories = list(TrajectoryStore(trainer.out / "trajectories"))
+    assert trajectories
+    for trajectory in trajectories:
+        versions = [v for v, m in zip(trajectory.token_versions, trajectory.loss_mask) if m]
+        assert versions == sorted(versions) and versions[0] == trajectory.policy_version
+    assert trainer.backend.engine.midway_weights is None  # released with the pipeline

@@ -256,26 +256,34 @@ class Segment(Record):
 
     ``loss_mask`` is 1 on the tokens generated while this was the context, 0 on everything
     else (observations, and earlier turns carried over from a previous segment);
-    ``logprobs`` are the sampler's log-probs where the mask is 1, 0.0 elsewhere.
+    ``logprobs`` are the sampler's log-probs where the mask is 1, 0.0 elsewhere;
+    ``token_versions`` the weights version that sampled each token where the mask is 1, 0
+    elsewhere (empty when the sampler did not tag its tokens).
     """
 
     prompt_ids: tuple[int, ...] = ()
     completion_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = ()
     loss_mask: tuple[int, ...] = ()
+    token_versions: tuple[int, ...] = ()
 
     @model_validator(mode="after")
     def _aligned(self) -> Segment:
-        _check_aligned(self.completion_ids, self.logprobs, self.loss_mask)
+        _check_aligned(self.completion_ids, self.logprobs, self.loss_mask, self.token_versions)
         return self
 
 
-def _check_aligned(completion_ids: tuple[int, ...], logprobs: tuple[float, ...], loss_mask: tuple[int, ...]) -> None:
+def _check_aligned(
+    completion_ids: tuple[int, ...],
+    logprobs: tuple[float, ...],
+    loss_mask: tuple[int, ...],
+    token_versions: tuple[int, ...] = (),
+) -> None:
     n = len(completion_ids)
-    if len(logprobs) not in (0, n) or len(loss_mask) not in (0, n):
+    if len(logprobs) not in (0, n) or len(loss_mask) not in (0, n) or len(token_versions) not in (0, n):
         raise ValueError(
-            f"completion_ids ({n}), logprobs ({len(logprobs)}) and loss_mask "
-            f"({len(loss_mask)}) must have the same length"
+            f"completion_ids ({n}), logprobs ({len(logprobs)}), loss_mask ({len(loss_mask)}) "
+            f"and token_versions ({len(token_versions)}) must have the same length"
         )
     if any(m not in (0, 1) for m in loss_mask):
         raise ValueError("loss_mask holds only 0 and 1")
@@ -304,12 +312,17 @@ class Trajectory(Record):
     completion_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = ()
     loss_mask: tuple[int, ...] = ()
+    token_versions: tuple[int, ...] = Field(
+        default=(), description="weights version that sampled each completion token (0 on observations)"
+    )
     turns: tuple[Turn, ...] = ()
     response: str = Field(default="", description="the final answer text that was verified")
     reward: float | None = None
     score: Score | None = None
     stop_reason: StopReason = "done"
-    policy_version: int = Field(default=0, ge=0, description="weights version that sampled it")
+    policy_version: int = Field(
+        default=0, ge=0, description="weights version that sampled it (the oldest, when tokens carry several)"
+    )
     environment: str | None = Field(default=None, description="hash of the environment its tools and verifier ran in")
     scene: str | None = Field(
         default=None, description="sha256 of its final workspace, kept in the run's scene store (failed episodes)"
@@ -330,7 +343,7 @@ class Trajectory(Record):
 
     @model_validator(mode="after")
     def _aligned(self) -> Trajectory:
-        _check_aligned(self.completion_ids, self.logprobs, self.loss_mask)
+        _check_aligned(self.completion_ids, self.logprobs, self.loss_mask, self.token_versions)
         return self
 
     def contexts(self) -> tuple[Segment, ...]:
@@ -340,5 +353,6 @@ class Trajectory(Record):
             completion_ids=self.completion_ids,
             logprobs=self.logprobs,
             loss_mask=self.loss_mask,
+            token_versions=self.token_versions,
         )
         return (*self.segments, last)

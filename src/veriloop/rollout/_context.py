@@ -58,6 +58,7 @@ class TokenContext:
     completion_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)  # weights version of each generated token (0 elsewhere)
     segments: list[Segment] = field(default_factory=list)
     tokens: int = 0
     _shown: list[_Shown] = field(default_factory=list)
@@ -69,9 +70,11 @@ class TokenContext:
     def ids(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
 
-    def add_generated(self, ids: tuple[int, ...], logprobs: tuple[float, ...]) -> None:
+    def add_generated(self, ids: tuple[int, ...], logprobs: tuple[float, ...], versions: tuple[int, ...]) -> None:
+        """Append generated ``ids``, their log-probs and the weights version of each (one per id)."""
         self.completion_ids += ids
         self.logprobs += logprobs if len(logprobs) == len(ids) else [0.0] * len(ids)
+        self.versions += versions
         self.mask += [1] * len(ids)
         self.tokens += len(ids)
 
@@ -80,6 +83,7 @@ class TokenContext:
         self._shown.append(_Shown(len(self.completion_ids), len(self.completion_ids) + len(ids), message))
         self.completion_ids += ids
         self.logprobs += [0.0] * len(ids)
+        self.versions += [0] * len(ids)
         self.mask += [0] * len(ids)
         self.tokens += len(ids)
 
@@ -97,13 +101,16 @@ class TokenContext:
                     completion_ids=tuple(self.completion_ids),
                     logprobs=tuple(self.logprobs),
                     loss_mask=tuple(self.mask),
+                    token_versions=tuple(self.versions),
                 )
             )
             self.logprobs = [0.0] * len(self.completion_ids)
+            self.versions = [0] * len(self.completion_ids)
             self.mask = [0] * len(self.completion_ids)
         shift = len(ids) - (shown.end - shown.start)
         self.completion_ids[shown.start : shown.end] = ids
         self.logprobs[shown.start : shown.end] = [0.0] * len(ids)
+        self.versions[shown.start : shown.end] = [0] * len(ids)
         self.mask[shown.start : shown.end] = [0] * len(ids)
         self._shown.remove(shown)
         for later in self._shown:

@@ -335,7 +335,8 @@ async def _run_turns(
         )
         sample = await _generate(engine, state, params)
         text = _assistant_text(engine, sample)
-        state.context.add_generated(sample.token_ids, sample.logprobs)
+        versions = sample.versions or (engine.policy_version,) * len(sample.token_ids)  # untagged: one version
+        state.context.add_generated(sample.token_ids, sample.logprobs, versions)
         state.messages.append({"role": "assistant", "content": text})
         action = parse_action(text, config.tools) if config.tools else None
         state.turns.append(
@@ -457,6 +458,7 @@ def _trajectory(
         completion_ids=tuple(state.context.completion_ids),
         logprobs=tuple(state.context.logprobs),
         loss_mask=tuple(state.context.mask),
+        token_versions=tuple(state.context.versions),
         segments=tuple(state.context.segments),
         context_tokens=tuple(state.context_tokens),
         truncations=state.truncations,
@@ -466,7 +468,7 @@ def _trajectory(
         reward=score.reward,
         score=score.model_copy(update={"id": trajectory_id}),
         stop_reason=stop_reason,  # type: ignore[arg-type]
-        policy_version=engine.policy_version,
+        policy_version=_oldest_version(state.context, engine.policy_version),
         environment=score.environment or state.environment,
         final_workspace=state.workspace,
         timings={k: round(v, 6) for k, v in state.timings.items()},
@@ -494,3 +496,16 @@ async def verify_in_thread(task: Task, response: Response) -> Score:
         _VERIFY_THREADS = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="verify")
         _verify_thread_count = threads
     return await asyncio.get_running_loop().run_in_executor(_VERIFY_THREADS, verify, task, response)
+
+
+def _oldest_version(context: TokenContext, current: int) -> int:
+    """The oldest weights version that sampled a token of the episode, in any of its contexts
+    (``current`` when it generated nothing)."""
+    tagged = [
+        version
+        for versions, mask in [(s.token_versions, s.loss_mask) for s in context.segments]
+        + [(context.versions, context.mask)]
+        for version, trained in zip(versions, mask)
+        if trained
+    ]
+    return min(tagged, default=current)

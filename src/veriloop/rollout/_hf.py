@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,11 @@ class HFEngine:
     a trainer passes its own model so that weight sync is free). With ``kv_reuse``, requests
     that name a session continue from the keys and values the session's previous turn left
     (at most ``kv_session_mb`` MiB kept over all sessions, least recently used evicted).
+    With ``midway_weights`` set (partial rollouts), weights published while a batch decodes are
+    loaded between two decode steps, and its unfinished rows go on with them: their contexts
+    (prompt and tokens so far) are prefilled again under the new weights, so each token's
+    log-prob is one policy version's exactly, and each token is tagged with its version
+    (``Sample.versions``).
     ``sample_dtype`` ("bfloat16", "float32"; default: the model's own) samples from a snapshot
     of the weights in that precision, taken at each batch (a float32 policy sampled in bfloat16
     decodes several times faster on CPUs with bfloat16 matrix units; its log-probs are those of
@@ -119,6 +124,9 @@ class HFEngine:
         self.kv_reuse = kv_reuse
         self.sessions = KVSessions(kv_session_mb * 2**20)
         self._lock = threading.Lock()  # one forward pass at a time on the shared model
+        # Partial rollouts: asked between decode steps for (version, weights) published since the
+        # batch began (None: nothing new); a batch that gets some goes on with them.
+        self.midway_weights: Callable[[], tuple[int, dict[str, Any] | None] | None] | None = None
         self._batcher: _Batcher | None = None
         generation_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         self.eos_token_ids = eos_token_ids(tokenizer, generation_eos)
@@ -180,12 +188,26 @@ class HFEngine:
         """Load ``state_dict`` (every weight, or a subset such as a trainer's trainable ones) and
         tag later samples with ``version``; a name the model lacks is an error."""
         with self._lock:
-            if state_dict:
-                unexpected = self.model.load_state_dict(state_dict, strict=False).unexpected_keys
-                if unexpected:
-                    raise KeyError(f"weights the rollout model does not have: {', '.join(sorted(unexpected)[:5])}")
-            self.policy_version = version
-            self.sessions.clear()  # keys and values of the old weights
+            self._load_weights(state_dict, version)
+
+    def _load_weights(self, state_dict: dict[str, Any] | None, version: int) -> None:
+        """``update_weights`` under the lock its caller holds."""
+        if state_dict:
+            unexpected = self.model.load_state_dict(state_dict, strict=False).unexpected_keys
+            if unexpected:
+                raise KeyError(f"weights the rollout model does not have: {', '.join(sorted(unexpected)[:5])}")
+        self.policy_version = version
+        self.sessions.clear()  # keys and values of the old weights
+
+    def _swap_midway(self) -> bool:
+        """Partial rollouts: load the weights ``midway_weights`` has for us, between two decode
+        steps of a running batch; whether any were loaded."""
+        pending = self.midway_weights() if self.midway_weights is not None else None
+        if pending is None:
+            return False
+        version, state_dict = pending
+        self._load_weights(state_dict, version)
+        return True
 
     def close(self) -> None:
         self._batcher = None
@@ -433,6 +455,7 @@ def _sample_batch(
 
     generated: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
+    versions: list[list[int]] = [[] for _ in rows]
     finish: list[str | None] = [None] * batch
     active = list(range(batch))  # row index in `rows` of each live cache row
     active_index = torch.arange(batch, device=device)
@@ -459,6 +482,7 @@ def _sample_batch(
             for k, (r, token) in enumerate(zip(active, chosen.tolist())):
                 generated[r].append(token)
                 logprobs[r].append(chosen_logprobs[k])
+                versions[r].append(engine.policy_version)
                 reason = _finish_reason(generated[r], token, eos, params, tokenizer)
                 if reason is None and len(generated[r]) == limits[r]:
                     reason = "length"
@@ -475,6 +499,10 @@ def _sample_batch(
                 stepper.select(index)
                 next_position, chosen, active_index = next_position[index], chosen[index], active_index[index]
                 active = [active[k] for k in keep]
+            if engine._swap_midway():
+                stepper.close()
+                stepper, logits, next_position = _prefill_again(engine, rows, generated, active, longest - step - 1)
+                continue
             logits = stepper.decode(chosen, next_position).float()
             next_position = next_position + 1
     stepper.close()
@@ -484,9 +512,24 @@ def _sample_batch(
             token_ids=tuple(generated[r]),
             logprobs=tuple(logprobs[r]),
             finish_reason=finish[r] or "length",
+            versions=tuple(versions[r]),
         )
         for r in range(batch)
     ]
+
+
+def _prefill_again(
+    engine: HFEngine, rows: Sequence[_Row], generated: list[list[int]], active: list[int], remaining: int
+) -> tuple[Any, Any, Any]:
+    """After weights changed mid-batch: a new stepper whose cache holds each live row's context
+    (prompt and tokens so far) under the new weights, the logits of each row's next token, and
+    its next position. Kept sessions are not reused: their keys and values are the old weights'."""
+    stepper = _LeanStepper(engine.lean, engine.sample_dtype) if engine.lean is not None else _HFStepper(engine.model)
+    contexts = [([*rows[r][0], *generated[r]], None, None) for r in active]
+    plan = _plan_prefill(engine, contexts, next(engine.model.parameters()).device)
+    logits = stepper.prefill(plan, remaining).float()  # (B_active, V)
+    engine.prefill_tokens += stepper.prefilled_tokens
+    return stepper, logits, plan.positions[plan.row_item, -1:] + 1
 
 
 def _cache_argument(model: Any) -> str:

@@ -37,7 +37,10 @@ class Sample:
     model produced it); ``text`` is their decoding. ``logprobs`` are the sampler's log-probs
     under the distribution it drew from: temperature-scaled, then cut to ``top_k``/``top_p`` and
     renormalised over the tokens kept (``truncation_mask``; the distribution a trainer recomputes
-    with ``truncated_logprobs``); empty when the engine cannot report them.
+    with ``truncated_logprobs``); empty when the engine cannot report them. ``versions`` is the
+    weights version that sampled each token (it changes mid-sample when a weight update lands
+    during generation: partial rollouts); empty when the engine does not tag tokens, then every
+    token is its ``policy_version``'s.
     """
 
     text: str
@@ -45,7 +48,8 @@ class Sample:
     logprobs: tuple[float, ...]
     finish_reason: FinishReason
     error: str = ""
-    counted_tokens: int = 0  # tokens a server counted for it, when it returns text and no ids
+    counted_tokens: int = 0
+    versions: tuple[int, ...] = ()  # tokens a server counted for it, when it returns text and no ids
 
     @property
     def num_tokens(self) -> int:

@@ -263,6 +263,12 @@ class PipelineSection(Section):
         description="async: cap of the importance ratio of stale tokens (behaviour), or the correction's cap "
         "that stale_correction=decoupled sets",
     )
+    partial_rollouts: bool = Field(
+        default=False,
+        description="async: weights the trainer publishes while a batch is generating are loaded between decode "
+        "steps, and unfinished episodes go on with them (each token tagged with the version that sampled it; "
+        "contexts prefilled again under the new weights); hf engine, local backend, max_staleness >= 1",
+    )
     backend: Literal["local", "ray"] = Field(
         default="local", description="where rollout workers run: in this process, or as Ray actors"
     )
@@ -381,7 +387,28 @@ class TrainConfig(Section):
                 "for multi-domain scheduled runs"
             )
         _check_engine(self)
+        _check_partial_rollouts(self)
         return self
+
+
+def _check_partial_rollouts(config: TrainConfig) -> None:
+    """Partial rollouts load weights into a running hf batch of a rollout worker in this process."""
+    pipeline = config.pipeline
+    if not pipeline.partial_rollouts:
+        return
+    needs = {
+        "pipeline.mode=async": pipeline.mode == "async",
+        "pipeline.max_staleness >= 1": pipeline.max_staleness >= 1,
+        "pipeline.backend=local": pipeline.backend == "local",
+        "rollout.engine=hf": config.rollout.engine == "hf",
+        "distributed.ray_ranks=0": config.distributed.ray_ranks == 0,
+    }
+    missing = [name for name, met in needs.items() if not met]
+    if missing:
+        raise ValueError(
+            "pipeline.partial_rollouts loads new weights into a running batch of the hf engine on the local "
+            f"rollout worker while the trainer runs ahead; it needs {', '.join(missing)}"
+        )
 
 
 def _check_engine(config: TrainConfig) -> None:

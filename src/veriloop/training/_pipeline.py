@@ -10,6 +10,12 @@ keeps the producer going when a step makes no update (every group dropped).
 
 Batches are built whole and in draw order, so slow (long) rollouts are never overtaken by fast
 ones and never biased out of training.
+
+With partial rollouts (``pipeline.partial_rollouts``) the producer does not hold new weights
+back until its batch is done: the rollout engine asks ``take_pending`` between decode steps and
+goes on with whatever the trainer published meanwhile, so long episodes finish under newer
+weights, their tokens tagged with the version that sampled each. A batch is still sampled no
+earlier than it is now, so no token is older than ``max_staleness`` versions behind the trainer.
 """
 
 from __future__ import annotations
@@ -94,6 +100,13 @@ class AsyncSampler:
                 self._pending = (version, state)
             self._changed.notify_all()
 
+    def take_pending(self) -> tuple[int, Any] | None:
+        """The (version, weights) published since they were last taken, or None; the producer
+        thread's rollout engine calls it between decode steps (partial rollouts)."""
+        with self._changed:
+            pending, self._pending = self._pending, None
+            return pending
+
     def next(self) -> tuple[SampledBatch, float, int]:
         """The next batch, the seconds the trainer waited for it, and the queue depth it found."""
         depth = self._ready.qsize()
@@ -151,7 +164,10 @@ class AsyncSampler:
 
 
 def staleness_metrics(trajectories: list[Trajectory], trainer_version: int) -> dict[str, float]:
-    """Mean, max and histogram (``staleness/hist/<k>``: trajectories k versions old) of a batch."""
+    """Mean, max and histogram (``staleness/hist/<k>``: trajectories k versions old, by their
+    oldest token) of a batch; per generated token, the mean age (``staleness/token_mean``) and
+    the share of trajectories sampled by more than one version (``staleness/straddling``: a
+    weight update landed while they generated)."""
     ages = [trainer_version - (t.policy_version or 0) for t in trajectories]
     metrics: dict[str, float] = {
         "staleness/mean": sum(ages) / max(len(ages), 1),
@@ -159,4 +175,22 @@ def staleness_metrics(trajectories: list[Trajectory], trainer_version: int) -> d
     }
     for age in sorted(set(ages)):
         metrics[f"staleness/hist/{age}"] = float(ages.count(age))
+    token_ages, straddling = [], 0
+    for trajectory in trajectories:
+        versions = {
+            version
+            for row in trajectory.contexts()
+            for version, trained in zip(row.token_versions, row.loss_mask)
+            if trained
+        }
+        straddling += len(versions) > 1
+        token_ages += [
+            trainer_version - version
+            for row in trajectory.contexts()
+            for version, trained in zip(row.token_versions, row.loss_mask)
+            if trained
+        ]
+    if token_ages:
+        metrics["staleness/token_mean"] = sum(token_ages) / len(token_ages)
+    metrics["staleness/straddling"] = straddling / max(len(trajectories), 1)
     return metrics

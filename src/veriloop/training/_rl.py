@@ -540,12 +540,17 @@ class RLTrainer:
                 first_step=self.state.step + 1,
                 last_step=self.config.run.steps,
                 max_staleness=pipeline.max_staleness,
-            ).start()
+            )
+            if pipeline.partial_rollouts:  # the worker's engine takes new weights between decode steps
+                self.backend.engine.midway_weights = self.pipeline.take_pending
+            self.pipeline.start()
 
     def _stop_pipeline(self) -> None:
         if self.pipeline is not None:
             self.pipeline.close()
             self.pipeline = None
+            if getattr(self.backend, "engine", None) is not None:
+                self.backend.engine.midway_weights = None
 
     def _publish_weights(self, version: int) -> None:
         """After an update: the new version goes into the record and the engine, the weights to the rollout backend."""
