@@ -257,15 +257,19 @@ def test_strategy_auto_is_fsdp_on_cuda_for_shardable_models_and_fsdp_refuses_the
 
 
 @pytest.mark.determinism
-def test_fsdp_ranks_train_the_rl_step_one_process_trains_with_the_optimizer_state_halved(tmp_path, config_file):
+@pytest.mark.parametrize("max_tokens", [0, 40], ids=["padded", "packed"])
+def test_fsdp_ranks_train_the_rl_step_one_process_trains_with_the_optimizer_state_halved(
+    tmp_path, config_file, max_tokens
+):
     from veriloop.training import read_metrics
 
     # 3 prompts over 2 ranks, 4 rows a micro-batch: rank 0 trains 2 micro-batches, rank 1 one and an
-    # idle pass (every FSDP collective needs both ranks).
+    # idle pass (every FSDP collective needs both ranks). Packed: micro-batches of up to 40 tokens,
+    # as many as each rank's rows need, the ranks' counts evened out by idle passes the same way.
     config = config_file(
         rollout={"prompts_per_step": 3},
         algorithm={"dynamic_sampling": False},  # all 3 groups trained: 2 on rank 0, 1 on rank 1
-        optim={"warmup_steps": 1, "micro_batch_size": 4},
+        optim={"warmup_steps": 1, "micro_batch_size": 4, "max_tokens_per_micro_batch": max_tokens},
         pipeline={"torch_threads": 1},
         run={"checkpoint_every": 0, "out": str(tmp_path / "run")},
         distributed={"strategy": "fsdp"},
