@@ -106,7 +106,7 @@ async def run_agent(program: AgentProgram, prompt: str, base_url: str, api_key: 
     try:
         out, err = await asyncio.wait_for(_communicate(process, stdin), timeout=program.timeout_s)
         code: int | None = process.returncode
-    except asyncio.TimeoutError:
+    except TimeoutError:
         out, err, code = b"", b"", None
     finally:
         _kill_group(process)
