@@ -12,7 +12,7 @@
 #   for the next run), since vLLM pins a torch of its own and the other parts keep the machine's.
 #   Otherwise, or when the install fails, the vllm parts report why they were skipped.
 # A folder for a machine without network, made on one with it for the same Python and platform:
-#   pip download -d DIR setuptools wheel . vllm==0.11.0
+#   pip download -d DIR setuptools wheel . vllm==0.32.0
 set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=${BUDGET_S:-480}
@@ -38,7 +38,7 @@ if "$PY" -c "import vllm" 2>/dev/null; then
 elif "$venv/bin/python" -c "import vllm" 2>/dev/null; then
   vllm=(--vllm-python "$venv/bin/python")
 elif [ -z "${WHEELS:-}${VLLM_SPEC:-}" ]; then
-  vllm=(--vllm-skip "vllm does not import in $PY, and neither WHEELS (a folder of wheels holding vllm, for machines without network) nor VLLM_SPEC (e.g. vllm==0.11.0, from the package registry) was set to install it")
+  vllm=(--vllm-skip "vllm does not import in $PY, and neither WHEELS (a folder of wheels holding vllm, for machines without network) nor VLLM_SPEC (e.g. vllm==0.32.0, from the package registry) was set to install it")
 else
   # --without-pip: the machine's pip, seen through its site-packages, installs into the environment.
   install_s=$(($(left) / 2))
