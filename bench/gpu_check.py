@@ -163,8 +163,14 @@ def engine_mismatch(args: argparse.Namespace) -> dict:
                 },
                 "algorithm": {"dynamic_sampling": False},
                 "optim": {"lr": 1e-6, "warmup_steps": 0, "micro_batch_size": 32},
-                "run": {"steps": 1, "out": str(Path(root) / "run"), "checkpoint_every": 0}
-                | {"save_trajectories": False, "loggers": ["jsonl"], "progress": False},
+                "run": {
+                    "steps": 1,
+                    "out": str(Path(root) / "run"),
+                    "checkpoint_every": 0,
+                    "save_trajectories": False,
+                    "loggers": ["jsonl"],
+                    "progress": False,
+                },
             }
         )
         try:
