@@ -12,6 +12,9 @@ once, every completion token) plus the attention matmuls, against ``--peak-tflop
     .venv/bin/python bench/gpu_step.py                       # on a CUDA machine
     .venv/bin/python bench/gpu_step.py --device cpu --shape tiny --steps 2   # the same path on CPU
 
+``--model-dir`` trains a model directory built beforehand instead (``bench/gpu_check.py`` builds
+the shape once for all its parts).
+
 On a machine whose Python already has torch and transformers but nothing else of ours and no
 network, veriloop needs only pydantic besides: download its wheels elsewhere (2.8 MB,
 ``pip download pydantic -d wheels --only-binary=:all: --python-version 3.12 --platform
@@ -72,6 +75,21 @@ def build_model(out: Path, shape: dict) -> Path:
     return out
 
 
+def bench_tasks() -> list:
+    """256 prompts asking for a long story (every sample runs to ``max_tokens``); a digit scores 1."""
+    from veriloop.core import Task
+
+    return [
+        Task(
+            id=f"t{i}",
+            domain="bench",
+            prompt=f"Write a long story about the number {i}.",
+            verifier={"kind": "regex", "pattern": r"\d", "mode": "search"},
+        )
+        for i in range(256)
+    ]
+
+
 def training_flops(model, batch) -> tuple[float, int]:
     """FLOPs of one forward+backward of the shared-prompt training pass, and its token count."""
     from veriloop.training._batch import _shared_prompts
@@ -99,6 +117,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=512)
     parser.add_argument("--micro-batch-size", type=int, default=32)
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="the device's dense bf16 peak")
+    parser.add_argument("--model-dir", type=Path, help="a model directory to train (default: build --shape's)")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(
@@ -108,20 +127,10 @@ def main() -> None:
         )
         return
 
-    from veriloop.core import Task
     from veriloop.training import RLTrainer, TrainConfig
 
-    tasks = [
-        Task(
-            id=f"t{i}",
-            domain="bench",
-            prompt=f"Write a long story about the number {i}.",
-            verifier={"kind": "regex", "pattern": r"\d", "mode": "search"},
-        )
-        for i in range(256)
-    ]
     with tempfile.TemporaryDirectory() as root:
-        model_dir = build_model(Path(root) / "model", SHAPES[args.shape])
+        model_dir = args.model_dir or build_model(Path(root) / "model", SHAPES[args.shape])
         config = TrainConfig.model_validate(
             {
                 "model": {"path": str(model_dir), "device": args.device},
@@ -144,7 +153,7 @@ def main() -> None:
                 },
             }
         )
-        trainer = RLTrainer(config, tasks=tasks)
+        trainer = RLTrainer(config, tasks=bench_tasks())
         batches = []
         update = trainer._update
         trainer._update = lambda inputs, *rest: (batches.append(inputs.batch), update(inputs, *rest))[1]

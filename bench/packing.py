@@ -19,6 +19,10 @@ The sides alternate ``--repeats`` times; the fastest run of each counts (wall ti
 machine swing by several times; ``*_cpu_s`` is the process's CPU time in that run). The last
 line printed is JSON.
 
+``--model-dir`` runs any local model directory instead, and ``--device cuda`` runs both sides on
+the GPU, adding each side's peak GPU memory (``torch.cuda.max_memory_allocated`` over the timed
+part: model, AdamW state and the passes' activations); ``bench/gpu_check.py`` runs it so.
+
     .venv/bin/python bench/packing.py [--tiny] [--prompts 2] [--group-size 8] [--micro-batch-size 4] [--max-tokens 4096]
 """
 
@@ -80,9 +84,11 @@ def token_batch_of(rows: list[tuple[int, list[tuple[int, bool]]]], group_size: i
     return TokenBatch(input_ids, attention, prompt_lengths, completion_ids, mask, sampler, torch.arange(len(rows)))
 
 
-def model_dir(tiny: bool, out: Path) -> Path:
-    """The model both sides load, written under ``out`` (a directory the caller removes)."""
-    if tiny:
+def model_dir(args: argparse.Namespace, out: Path) -> Path:
+    """The model both sides load: ``--model-dir``, or one written under ``out`` (a directory the caller removes)."""
+    if args.model_dir:
+        return args.model_dir
+    if args.tiny:
         from veriloop.training import init_tiny_model
 
         return init_tiny_model(out / "tiny")
@@ -111,7 +117,7 @@ def child(args: argparse.Namespace) -> dict[str, float]:
         optim = {**optim, "micro_batch_size": 1024, "max_tokens_per_micro_batch": args.max_tokens}
     config = TrainConfig.model_validate(
         {
-            "model": {"path": args.model},
+            "model": {"path": args.model, "device": args.device},
             "algorithm": {"recompute_logprobs": True, "entropy_coef": 0.001, "beta": 0.0},
             "optim": optim,
             "run": {"out": args.out, "loggers": [], "progress": False},
@@ -124,20 +130,29 @@ def child(args: argparse.Namespace) -> dict[str, float]:
     advantages = torch.randn(len(batch), generator=torch.Generator().manual_seed(2))
     warm_up = batch.select(slice(0, 2))
     trainer._update(LossInputs(warm_up, warm_up.sampler_logprobs, advantages[:2]))
+    gpu = args.device.startswith("cuda")
+    if gpu:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     started, cpu_started = time.perf_counter(), time.process_time()
     algo = trainer.config.algorithm
     recompute = lambda: trainer._recomputed(batch)  # noqa: E731
     inputs, _ = loss_inputs(batch, advantages, None, False, algo, recompute, trainer.ranks)
     trainer._update(inputs)
+    if gpu:
+        torch.cuda.synchronize()  # the last optimizer step's kernels are still queued
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     trainer.close()
-    return {
+    figures = {
         "step_s": seconds,
         "cpu_s": cpu_seconds,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # kB on Linux
         "rows": len(batch),
         "tokens": int(batch.attention_mask.sum()),
     }
+    if gpu:
+        figures["peak_gpu_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    return figures
 
 
 def main() -> None:
@@ -147,6 +162,8 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--micro-batch-size", type=int, default=4, help="rows per padded pass")
     parser.add_argument("--max-tokens", type=int, default=4096, help="tokens per packed pass")
+    parser.add_argument("--model-dir", type=Path, help="a local model directory (instead of SmolLM2 or --tiny)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each side, alternating; the fastest counts")
     parser.add_argument("--side", choices=["padded", "packed"], help=argparse.SUPPRESS)
@@ -157,7 +174,7 @@ def main() -> None:
         print(json.dumps(child(args)))
         return
     with tempfile.TemporaryDirectory(prefix="packing-bench-") as scratch:
-        runs = compare(args, model_dir(args.tiny, Path(scratch)), Path(scratch))
+        runs = compare(args, model_dir(args, Path(scratch)), Path(scratch))
     report(args, runs)
 
 
@@ -170,6 +187,7 @@ def compare(args: argparse.Namespace, model: Path, scratch: Path) -> dict[str, l
         f"--max-tokens={args.max_tokens}",
         f"--threads={args.threads}",
         f"--model={model}",
+        f"--device={args.device}",
     ]
     runs: dict[str, list[dict[str, float]]] = {"padded": [], "packed": []}
     for _ in range(args.repeats):
@@ -186,10 +204,16 @@ def compare(args: argparse.Namespace, model: Path, scratch: Path) -> dict[str, l
 
 def report(args: argparse.Namespace, runs: dict[str, list[dict[str, float]]]) -> None:
     padded, packed = (min(runs[side], key=lambda run: run["step_s"]) for side in ("padded", "packed"))
+    gpu_memory = {
+        f"{side}_peak_gpu_memory_gb": round(max(run["peak_gpu_memory_gb"] for run in runs[side]), 2)
+        for side in ("padded", "packed")
+        if "peak_gpu_memory_gb" in runs[side][0]
+    }
     print(
         json.dumps(
             {
-                "model": "tiny" if args.tiny else "smollm2-135m-instruct",
+                "model": args.model_dir.name if args.model_dir else "tiny" if args.tiny else "smollm2-135m-instruct",
+                "device": args.device,
                 "rows": padded["rows"],
                 "tokens": padded["tokens"],
                 "micro_batch_size": args.micro_batch_size,
@@ -201,6 +225,7 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, float]]]) ->
                 "packed_cpu_s": round(packed["cpu_s"], 2),
                 "padded_peak_rss_mb": round(max(run["peak_rss_mb"] for run in runs["padded"])),
                 "packed_peak_rss_mb": round(max(run["peak_rss_mb"] for run in runs["packed"])),
+                **gpu_memory,
                 "padded_runs_s": [round(run["step_s"], 1) for run in runs["padded"]],
                 "packed_runs_s": [round(run["step_s"], 1) for run in runs["packed"]],
             }
