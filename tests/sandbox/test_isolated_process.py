@@ -58,3 +58,29 @@ def test_nothing_of_the_host_is_writable(tmp_path):
     process = start_isolated_process([sys.executable, "-I", "-c", code], Limits())
     process.communicate(timeout=60)
     assert process.returncode != 0 and not os.path.exists(target)
+
+
+def test_the_callers_variables_and_the_hosts_interpreter_are_in_the_box():
+    code = "import os, sys; print(os.environ['GREETING'], sys.prefix, os.environ['HOME'])"
+    process = start_isolated_process(["python", "-I", "-c", code], Limits(), env={"GREETING": "hello"})
+    out, _ = process.communicate(timeout=60)
+    assert out.decode().split() == ["hello", sys.prefix, "/tmp"]  # `python` is the host's, with its packages
+
+
+def test_stderr_comes_back_when_kept():
+    code = "import sys; sys.stderr.write('trouble'); print('fine')"
+    process = start_isolated_process([sys.executable, "-I", "-c", code], Limits(), keep_stderr=True)
+    out, err = process.communicate(timeout=60)
+    assert (out, err) == (b"fine\n", b"trouble")
+
+
+def test_a_cpu_budget_binds_for_the_whole_life_and_only_when_asked():
+    code = "import resource; print(resource.getrlimit(resource.RLIMIT_CPU)[0])"
+    unset = start_isolated_process([sys.executable, "-I", "-c", code], Limits())
+    assert int(unset.communicate(timeout=60)[0]) == -1  # RLIM_INFINITY: a process's life has no budget by default
+    spin = "import sys; print('started', flush=True); sys.stdin.readline()\nwhile True: pass"
+    process = start_isolated_process([sys.executable, "-I", "-c", spin], Limits(cpu_s=0.5))
+    process.stdin.write(b"go\n")
+    process.stdin.flush()
+    out, _ = process.communicate(timeout=60)
+    assert out == b"started\n" and process.returncode == 128 + 9  # SIGKILL at ceil(cpu_s) CPU seconds
