@@ -59,6 +59,33 @@ server.run("stdio")
 """
 
 
+BARE_SERVER = r"""
+import json, os, sys
+
+def send(message):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+    sys.stdout.flush()
+
+for line in sys.stdin:
+    request = json.loads(line)
+    method, number = request.get("method"), request.get("id")
+    if method == "initialize":
+        info = {"name": "bare", "version": "1"}
+        version = request["params"]["protocolVersion"]
+        send({"id": number, "result": {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}})
+    elif method == "tools/list":
+        where = {"name": "where", "description": "Where the server runs.", "inputSchema": {"type": "object"}}
+        send({"id": number, "result": {"tools": [where]}})
+    elif method == "tools/call":
+        import vl_wheel_pkg
+        seen = {"value": vl_wheel_pkg.VALUE, "prefix": sys.prefix, "host_venv": os.path.exists(sys.argv[1])}
+        send({"id": number, "result": {"content": [{"type": "text", "text": json.dumps(seen)}]}})
+    elif number is not None:
+        send({"id": number, "error": {"code": -32601, "message": "no such method"}})
+"""
+"""An MCP server of the standard library alone, answering the three requests a client makes."""
+
+
 def faulty(marker: str = "", **fields) -> McpServer:
     """The faulty server above, with ``marker`` on its command line to find its processes by."""
     return McpServer(command=("python", "-I", "-c", FAULTY_SERVER, *([marker] if marker else [])), **fields)
@@ -257,6 +284,23 @@ async def test_a_cancelled_episode_leaves_no_process():
     assert gone(marker)
 
 
+async def test_a_server_on_an_environment_sees_it_and_not_the_hosts_packages(wheel_environment):
+    import sys
+
+    bare = McpServer(command=("python", "-I", "-c", BARE_SERVER, sys.prefix), environment="vl-wheel")
+    async with McpTools([bare]) as tools:
+        seen = json.loads((await tools.call("where", {})).text)
+    assert seen == {"value": 7, "prefix": wheel_environment.path, "host_venv": False}
+    # veriloop's own server needs the host's packages: on an environment without them it cannot start.
+    own = McpServer(command=VERILOOP_TOOLS.command, environment="vl-wheel")
+    with pytest.raises(McpServerError, match="No module named 'veriloop'"):
+        async with McpTools([own]):
+            pass
+    with pytest.raises(UserError, match="not built"):  # the user's to fix: no infrastructure failure
+        async with McpTools([McpServer(command=("python",), environment="vl-never-built")]):
+            pass
+
+
 async def test_names_are_unique_across_servers_and_each_call_reaches_its_own_server():
     async with McpTools([VERILOOP_TOOLS, McpServer(command=VERILOOP_TOOLS.command, name="spare")]) as tools:
         names = sorted(entry["function"]["name"] for entry in tools.tools)
@@ -325,6 +369,7 @@ def test_server_entries_are_checked_with_their_place_named():
         ({"url": "http://x"}, "^mcp_servers: Input should be a valid tuple"),
         ([{"command": ["a"], "env": {"1X": "y"}}], "'1X' is not an environment variable name"),
         ([{"url": "http://x", "memory_mb": 64}], "memory_mb apply to stdio servers"),
+        ([{"url": "http://x", "environment": "sci"}], "environment apply to stdio servers"),
         ([{"command": ["a"], "name": "has space"}], "a server name is 1-32 letters"),
         ([{"command": ["a"], "timeout": 3}], "unknown field '0.timeout'"),
     ]:

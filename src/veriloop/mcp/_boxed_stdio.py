@@ -50,7 +50,11 @@ class BoxedStdio:
 
         assert self.server.command is not None
         self.process = start_isolated_process(
-            list(self.server.command), self.server.limits(), env=self.server.env, keep_stderr=True
+            list(self.server.command),
+            self.server.limits(),
+            env=self.server.env,
+            keep_stderr=True,
+            environment=self.server.environment,
         )
         loop = asyncio.get_running_loop()
         pipes: list[asyncio.BaseTransport] = []

@@ -7,7 +7,10 @@ A config names its servers as a list of entries, each one of:
 
 A stdio server runs in the sandbox's isolated process (``veriloop.sandbox.start_isolated_process``)
 under the entry's limits: no network, nothing of the host writable, its working directory the
-box's private ``/tmp``. A URL server runs wherever it runs; only its deadlines apply. ``McpServer``
+box's private ``/tmp``. It runs on the host's interpreter and packages, read-only (so veriloop's
+own server, whose tools run no model-written code, imports the same ``mcp`` as the client), or
+on a built ``environment`` that holds nothing of the host's: the choice for a server that runs
+code the model wrote. A URL server runs wherever it runs; only its deadlines apply. ``McpServer``
 is one entry, ready to be a field of a larger config (``tuple[McpServer, ...]``);
 ``mcp_servers`` validates a list on its own, as a ``UserError`` naming each bad field.
 """
@@ -24,7 +27,7 @@ from veriloop.sandbox import Limits
 
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}\Z")
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_BOX_FIELDS = ("env", "max_message_bytes", "memory_mb", "max_processes", "cpu_s", "disk_mb")
+_BOX_FIELDS = ("env", "environment", "max_message_bytes", "memory_mb", "max_processes", "cpu_s", "disk_mb")
 """Fields that shape the sandbox a stdio server runs in; a URL server has none."""
 
 
@@ -44,6 +47,11 @@ class McpServer(BaseModel):
         description="a stdio server's command line, run in the sandbox (`python` there is the host's interpreter)",
     )
     env: dict[str, str] = Field(default_factory=dict, description="stdio: variables added to the server's environment")
+    environment: str | None = Field(
+        default=None,
+        description="stdio: run on this built environment (`veriloop env build`) instead of the host's interpreter "
+        "and packages; for a server that runs the model's code",
+    )
     url: str | None = Field(default=None, description="a streamable HTTP server's endpoint, http(s)://HOST[:PORT]/PATH")
     name: str | None = Field(
         default=None,
