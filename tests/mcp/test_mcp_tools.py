@@ -226,8 +226,8 @@ async def test_a_server_that_exits_during_a_call_is_an_infra_error():
     async with McpTools([faulty(marker)]) as tools:
         with pytest.raises(McpServerError, match=r"(?s)exited with status 5.*giving up now \(during a call of crash\)"):
             await tools.call("crash", {})
-        with pytest.raises(McpServerError, match="during a call of echo"):  # and stays failed
-            await tools.call("echo", {"text": "hi"})
+        with pytest.raises(McpServerError, match="failed earlier, before a call of echo: exited with status 5"):
+            await tools.call("echo", {"text": "hi"})  # and stays failed
     assert gone(marker)
 
 
@@ -237,6 +237,8 @@ async def test_a_hanging_call_is_an_infra_error_within_its_limit_and_leaves_no_p
         assert processes_with(marker)  # the box is up, so that its absence below means something
         with pytest.raises(McpServerError, match=r"gave no answer to a call of hang within 1 s"):
             await tools.call("hang", {})  # the tool sleeps an hour
+        with pytest.raises(McpServerError, match=r"failed earlier, before a call of echo: gave no answer"):
+            await tools.call("echo", {"text": "hi"})
     assert gone(marker)
 
 
@@ -277,6 +279,25 @@ async def test_a_cancelled_episode_leaves_no_process():
 
     task = asyncio.create_task(episode())
     await asyncio.wait_for(calling.wait(), timeout=120)
+    assert processes_with(marker)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert gone(marker)
+
+
+async def test_an_episode_cancelled_while_its_servers_start_leaves_no_process():
+    marker = f"mcp-starting-{uuid.uuid4().hex}"
+    silent = McpServer(command=("python", "-c", "import time; time.sleep(3600)", marker))
+
+    async def episode() -> None:
+        async with McpTools([silent]):
+            pass
+
+    task = asyncio.create_task(episode())
+    deadline = time.monotonic() + 60
+    while not processes_with(marker) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     assert processes_with(marker)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -88,7 +88,11 @@ class McpTools:
 
     async def __aenter__(self) -> McpTools:
         self._connections = [_Connection(server) for server in self.servers]
-        listed = await asyncio.gather(*(c.open() for c in self._connections), return_exceptions=True)
+        try:
+            listed = await asyncio.gather(*(c.open() for c in self._connections), return_exceptions=True)
+        except BaseException:  # cancelled while the servers start: none may outlive this
+            await self.aclose()
+            raise
         failures = [r for r in listed if isinstance(r, BaseException)]
         if failures:
             await self.aclose()
@@ -135,7 +139,8 @@ class _Connection:
         self._ready = asyncio.Event()
         self._lost = asyncio.Event()
         self._closing = asyncio.Event()
-        self._failure: Exception | None = None
+        self._failure: Exception | None = None  # what ended the owning task, if it raised
+        self._failed: str | None = None  # the server's first failure, as McpServerError said it
         self._owner: asyncio.Task[None] | None = None
 
     async def open(self) -> list[Any]:
@@ -174,7 +179,7 @@ class _Connection:
                 return tools
             page = await self.session.list_tools(cursor=page.nextCursor)
             tools += page.tools
-        raise McpServerError(self.server.label, f"listed tools over more than {_MAX_TOOL_PAGES} pages")
+        raise RuntimeError(f"it listed tools over more than {_MAX_TOOL_PAGES} pages")
 
     async def call(self, name: str, arguments: dict[str, Any]) -> McpToolResult:
         from mcp.shared.exceptions import McpError
@@ -185,16 +190,12 @@ class _Connection:
             )
         except McpError as exc:
             if exc.error.code in _infrastructure_codes():
-                self.kill()
-                raise McpServerError(
-                    self.server.label, f"answered a call of {name} with: {exc.error.message}"
-                ) from None
+                raise self._fail(f"answered a call of {name} with: {exc.error.message}") from None
             return McpToolResult(f"error: {exc.error.message}", is_error=True)
         except (McpServerError, UserError):
             raise
         except Exception as exc:  # an answer that does not parse as MCP's, or a transport that broke
-            self.kill()
-            raise McpServerError(self.server.label, f"broke the protocol in a call of {name}: {exc}") from exc
+            raise self._fail(f"broke the protocol in a call of {name}: {exc}") from exc
         return McpToolResult(result_text(result), is_error=bool(result.isError))
 
     async def _checked(self, what: str, work: Coroutine[Any, Any, T], timeout_s: float) -> T:
@@ -204,13 +205,12 @@ class _Connection:
         except (McpServerError, UserError):
             raise
         except Exception as exc:
-            self.kill()
-            raise McpServerError(self.server.label, f"failed to {what}: {exc}") from exc
+            raise self._fail(f"failed to {what}: {exc}") from exc
 
     async def _exchange(self, what: str, work: Coroutine[Any, Any, T], timeout_s: float) -> T:
-        """``work``'s result, unless the server ends first or ``timeout_s`` passes: then the server
-        is killed and ``McpServerError`` raised."""
-        if self._lost.is_set():
+        """``work``'s result, unless the server has failed, ends first or ``timeout_s`` passes:
+        then the server is ended and ``McpServerError`` raised."""
+        if self._failed is not None or self._lost.is_set():
             work.close()
             raise self._lost_error(what)
         answer = asyncio.ensure_future(work)
@@ -224,21 +224,29 @@ class _Connection:
                 await asyncio.wait({answer})
         if answer in done and not (self._lost.is_set() and answer.exception() is not None):
             return answer.result()
-        self.kill()
         if done:
             raise self._lost_error(what)
-        raise McpServerError(self.server.label, f"gave no answer to {what} within {timeout_s:g} s")
+        raise self._fail(f"gave no answer to {what} within {timeout_s:g} s")
+
+    def _fail(self, reason: str) -> McpServerError:
+        """End the server, keep its first failure for later exchanges, and the error to raise now."""
+        self._failed = self._failed or reason
+        self.kill()
+        return McpServerError(self.server.label, reason)
 
     def _lost_error(self, what: str) -> Exception:
-        if isinstance(self._failure, UserError):  # the sandbox cannot start here: the user's to fix
+        """The error of an exchange whose server has failed before or has just ended."""
+        if isinstance(self._failure, UserError):  # e.g. an environment that is not built: the user's to fix
             return self._failure
+        if self._failed is not None:
+            return McpServerError(self.server.label, f"failed earlier, before {what}: {self._failed}")
         if self.box is not None and self.box.process is not None:
             reason = self.box.ending()
         elif self._failure is not None:
             reason = _first_cause(self._failure)
         else:
             reason = "ended"
-        return McpServerError(self.server.label, f"{reason} (during {what})")
+        return self._fail(f"{reason} (during {what})")
 
     def kill(self) -> None:
         """End the server now: a stdio server's box is killed; a URL server's session is closed."""
@@ -254,6 +262,8 @@ class _Connection:
         if not self._owner.done():
             self._owner.cancel()
             await asyncio.wait({self._owner})
+        if not self._owner.cancelled():
+            self._owner.exception()  # retrieved: a failure is already told by the exchange that met it
 
 
 @contextlib.asynccontextmanager
