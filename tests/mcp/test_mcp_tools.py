@@ -450,3 +450,27 @@ def test_the_server_runs_as_a_module_over_stdio(tmp_path):
             return result.content[0].text
 
     assert asyncio.run(read_it()) == "from the host"
+
+
+async def test_an_agent_whose_endpoint_cannot_be_reached_raises_and_leaves_no_server():
+    import socket
+
+    import openai
+
+    from veriloop.mcp import arun_agent
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    marker = f"mcp-agent-{uuid.uuid4().hex}"
+    with pytest.raises(openai.APIConnectionError):
+        await arun_agent(
+            "What is 6 * 7?",
+            servers=[faulty(marker)],
+            model="policy",
+            base_url=f"http://127.0.0.1:{port}/v1",
+            api_key="unused",
+        )
+    assert gone(marker)
+    with pytest.raises(UserError, match="at least one turn"):
+        await arun_agent("What is 6 * 7?", max_turns=0)
