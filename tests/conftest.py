@@ -154,6 +154,46 @@ def env_store():
     shutil.rmtree(root, ignore_errors=True)
 
 
+def hand_made_wheel(folder: Path, name: str, value: int) -> Path:
+    """A pure-Python wheel of one module ``name`` whose VALUE is ``value``, made by hand (no registry)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = f"{name}-1.0.dist-info"
+    contents = {
+        f"{name}.py": f"VALUE = {value}\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/top_level.txt": f"{name}\n",
+    }
+    record = []
+    for path, text in contents.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    contents[f"{dist}/RECORD"] = "\n".join(record + [f"{dist}/RECORD,,"]) + "\n"
+    wheel = folder / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in contents.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def make_wheel():
+    """``make_wheel(folder, name, value)``: a hand-made wheel of one module ``name`` (``VALUE = value``)."""
+    return hand_made_wheel
+
+
+@pytest.fixture(scope="session")
+def wheel_environment(env_store, tmp_path_factory):
+    """An environment named ``vl-wheel`` built from one hand-made wheel (module ``vl_wheel_pkg``,
+    ``VALUE = 7``): no registry needed."""
+    from veriloop.sandbox._environments import build_environment
+
+    return build_environment("vl-wheel", [str(hand_made_wheel(tmp_path_factory.mktemp("wheels"), "vl_wheel_pkg", 7))])
+
+
 @pytest.fixture(scope="session")
 def env_with_pytest(env_store):
     """An environment named ``pytest`` with pytest installed from the package registry, built

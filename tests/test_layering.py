@@ -27,6 +27,7 @@ LAYERS = {
     "verifiers": 2,
     "tasks": 2,
     "rollout": 3,
+    "mcp": 3,
     "evaluation": 4,
     "scheduling": 4,
     "training": 5,

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,30 +16,9 @@ from veriloop.sandbox._environments import (
 )
 
 
-def _wheel(folder: Path, name: str, value: int) -> Path:
-    """A pure-Python wheel of one module ``name`` whose VALUE is ``value``, made by hand."""
-    dist = f"{name}-1.0.dist-info"
-    contents = {
-        f"{name}.py": f"VALUE = {value}\n",
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{dist}/top_level.txt": f"{name}\n",
-    }
-    record = []
-    for path, text in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    contents[f"{dist}/RECORD"] = "\n".join(record + [f"{dist}/RECORD,,"]) + "\n"
-    wheel = folder / f"{name}-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, text in contents.items():
-            archive.writestr(path, text)
-    return wheel
-
-
 @pytest.fixture(scope="module")
-def local_environment(env_store, tmp_path_factory):
-    wheel = _wheel(tmp_path_factory.mktemp("wheels"), "vl_marker_pkg", 41)
+def local_environment(env_store, make_wheel, tmp_path_factory):
+    wheel = make_wheel(tmp_path_factory.mktemp("wheels"), "vl_marker_pkg", 41)
     environment = build_environment("marker", [str(wheel)])
     return environment, wheel
 
@@ -86,9 +62,9 @@ def test_the_same_files_give_the_same_hash(local_environment):
         load_environment("marker-copy")
 
 
-def test_another_package_gives_another_hash(local_environment, tmp_path):
+def test_another_package_gives_another_hash(local_environment, make_wheel, tmp_path):
     environment, _ = local_environment
-    other = build_environment("other", [str(_wheel(tmp_path, "vl_marker_pkg", 42))])
+    other = build_environment("other", [str(make_wheel(tmp_path, "vl_marker_pkg", 42))])
     try:
         assert other.hash != environment.hash
     finally:
@@ -113,8 +89,8 @@ def test_bad_names_and_failed_installs_are_one_line_errors(env_store, run_cli):
 
 
 @pytest.mark.e2e
-def test_the_cli_lists_and_removes(local_environment, run_cli, tmp_path):
-    wheel = _wheel(tmp_path, "vl_cli_pkg", 1)
+def test_the_cli_lists_and_removes(local_environment, make_wheel, run_cli, tmp_path):
+    wheel = make_wheel(tmp_path, "vl_cli_pkg", 1)
     built = run_cli("env", "build", "cli-env", "--packages", str(wheel))
     assert built.returncode == 0, built.stderr
     digest = built.stdout.strip()

@@ -6,7 +6,11 @@ import json
 import os
 import socket
 import sys
+from pathlib import Path
 
+import pytest
+
+from veriloop.core import UserError
 from veriloop.sandbox import Limits, start_isolated_process
 
 REPORT = """
@@ -58,3 +62,63 @@ def test_nothing_of_the_host_is_writable(tmp_path):
     process = start_isolated_process([sys.executable, "-I", "-c", code], Limits())
     process.communicate(timeout=60)
     assert process.returncode != 0 and not os.path.exists(target)
+
+
+def test_the_callers_variables_and_the_hosts_interpreter_are_in_the_box():
+    code = "import os, sys; print(os.environ['GREETING'], sys.prefix, os.environ['HOME'])"
+    process = start_isolated_process(["python", "-I", "-c", code], Limits(), env={"GREETING": "hello"})
+    out, _ = process.communicate(timeout=60)
+    assert out.decode().split() == ["hello", sys.prefix, "/tmp"]  # `python` is the host's, with its packages
+
+
+def test_stderr_comes_back_when_kept():
+    code = "import sys; sys.stderr.write('trouble'); print('fine')"
+    process = start_isolated_process([sys.executable, "-I", "-c", code], Limits(), keep_stderr=True)
+    out, err = process.communicate(timeout=60)
+    assert (out, err) == (b"fine\n", b"trouble")
+
+
+def test_a_cpu_budget_binds_for_the_whole_life_and_only_when_asked():
+    code = "import resource; print(resource.getrlimit(resource.RLIMIT_CPU)[0])"
+    unset = start_isolated_process([sys.executable, "-I", "-c", code], Limits())
+    assert int(unset.communicate(timeout=60)[0]) == -1  # RLIM_INFINITY: a process's life has no budget by default
+    spin = "import sys; print('started', flush=True); sys.stdin.readline()\nwhile True: pass"
+    process = start_isolated_process([sys.executable, "-I", "-c", spin], Limits(cpu_s=0.5))
+    process.stdin.write(b"go\n")
+    process.stdin.flush()
+    out, _ = process.communicate(timeout=60)
+    assert out == b"started\n" and process.returncode == 128 + 9  # SIGKILL at ceil(cpu_s) CPU seconds
+
+
+def test_on_an_environment_the_box_sees_it_and_nothing_of_the_hosts_packages(wheel_environment):
+    import veriloop
+
+    source = str(Path(veriloop.__file__).resolve().parents[1])
+    code = (
+        "import json, os, sys\n"
+        "import vl_wheel_pkg\n"
+        "def importable(name):\n"
+        "    try:\n"
+        "        __import__(name)\n"
+        "        return True\n"
+        "    except ImportError:\n"
+        "        return False\n"
+        "print(json.dumps({'value': vl_wheel_pkg.VALUE, 'prefix': sys.prefix, 'venv': os.path.exists(sys.argv[1]),"
+        " 'source': os.path.exists(sys.argv[2]), 'mcp': importable('mcp'), 'veriloop': importable('veriloop')}))"
+    )
+    process = start_isolated_process(["python", "-I", "-c", code, sys.prefix, source], Limits(), environment="vl-wheel")
+    out, _ = process.communicate(timeout=60)
+    report = json.loads(out)
+    assert report == {
+        "value": 7,
+        "prefix": wheel_environment.path,
+        "venv": False,
+        "source": False,
+        "mcp": False,
+        "veriloop": False,
+    }
+
+
+def test_an_environment_that_is_not_built_is_named(env_store):
+    with pytest.raises(UserError, match="not built"):
+        start_isolated_process(["python", "-c", "pass"], Limits(), environment="vl-never-built")

@@ -39,8 +39,9 @@ class Limits(Record):
     ``memory_mb``, ``max_processes``, ``max_open_files`` and ``max_file_mb`` as RLIMIT_AS,
     RLIMIT_NPROC (no more than ``max_processes``), RLIMIT_NOFILE and RLIMIT_FSIZE, set in its box
     before its command starts (``max_processes`` also as a pids cgroup as root, ``_cgroup.py``),
-    and ``disk_mb`` as the size of its private ``/tmp``; it is not a run, so
-    ``timeout_s``, ``cpu_s`` and ``output_bytes`` do not apply (its caller bounds each exchange).
+    ``disk_mb`` as the size of its private ``/tmp``, and ``cpu_s``, only when set, as RLIMIT_CPU
+    for its whole life; it is not a run, so ``timeout_s`` and ``output_bytes`` do not apply (its
+    caller bounds each exchange and what it reads).
     Network is no limit but a capability: a Sandbox has none unless asked (``network=True``), and
     an isolated process never has any.
 
