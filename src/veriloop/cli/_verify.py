@@ -134,10 +134,12 @@ def verify(
     import sys
     import time
 
+    from veriloop.cli._judges import serve_judge_models
     from veriloop.core import load_plugins, write_records
 
     load_plugins(plugins)
     pairs = _pairs(tasks, responses)
+    serve_judge_models({id(task): task.verifier for task, _ in pairs}.values())
     # What is loaded by now (modules, the task set) lives as long as the command: frozen, the
     # garbage collector stops rescanning it during verification (a full pass took up to 0.1 s).
     gc.freeze()
