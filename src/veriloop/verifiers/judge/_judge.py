@@ -5,7 +5,7 @@ agent do what was asked"), given by a judge model against a rubric.
 per criterion weighted into one, normalised to [0, 1]. ``rank`` mode (as in RULER) shows the
 judge a task's answers side by side, up to ``rank_group_size`` at a time, and asks for scores
 relative to each other. The batch check sees groups: ``verify_many`` keeps a task's answers to
-a judge in one batch (``veriloop verify``, ``audit``, ``tasks validate``), while a path that
+a judge in one batch (``veriloop verify``, ``veriloop audit``), while a path that
 verifies one answer at a time (an episode, a check inside ``all_of``) ranks it alone, and its
 detail says so.
 
