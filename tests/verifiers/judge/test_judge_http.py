@@ -192,3 +192,37 @@ def test_a_format_rule_and_a_judge_combine(rule_judge):
         "checks": [{"verifier": signed}, {"verifier": judge(rule_judge, served_model="garbage", retries=0)}],
     }
     assert score(broken, HONEST + "\n-- Kettle Co.").status == "infra_error"
+
+
+def test_episode_mode_quotes_every_model_turn(rule_judge):
+    task = Task(id="kettle", domain="support", prompt=PROMPT, verifier=judge(rule_judge))
+    turns = ("<run_python>refund('order 7')</run_python>", "Done: we are sorry about the kettle.")
+    response = Response(id="r", task_id="kettle", response=turns[-1], turns=turns)
+    assert verify(task, response).reward == pytest.approx(1 / 3)  # the last turn alone: 'sorry', no 'refund'
+    episode = verify(task.model_copy(update={"verifier": judge(rule_judge, episode=True)}), response)
+    assert episode.reward == 1.0 and "| [turn 1]" in episode.detail and "| [turn 2]" in episode.detail
+
+
+@pytest.mark.e2e
+def test_a_judged_rollout_keeps_the_judges_prompt_and_reply_in_each_trajectory(rule_judge, tiny_engine):
+    from veriloop.rollout import EpisodeConfig, rollout
+
+    task = Task(id="kettle", domain="support", prompt=PROMPT, verifier=judge(rule_judge))
+    batch = rollout([task], tiny_engine, EpisodeConfig(max_tokens_per_turn=8), group_size=2, seed=3)
+    for trajectory in batch.trajectories:
+        score = trajectory.score
+        assert score.status == "scored" and 0.0 <= score.reward <= 1.0
+        sampled = "\n".join(f"| {line}" for line in trajectory.response.splitlines())
+        assert "--- judge prompt ---" in score.detail and sampled in score.detail
+        assert "--- judge reply ---\nI read the quoted answers" in score.detail
+
+
+def test_each_task_sends_its_own_sampling_settings_in_a_shared_batch(rule_judge):
+    settings = [{}, {"temperature": 0.7, "max_tokens": 100}]
+    tasks = [
+        Task(id=f"t{i}", domain="s", prompt=PROMPT, verifier=judge(rule_judge, **f)) for i, f in enumerate(settings)
+    ]
+    before = len(rule_judge.requests)
+    verify_many([(t, Response(id=t.id, task_id=t.id, response=HONEST)) for t in tasks])
+    sent = sorted((body["temperature"], body["max_tokens"]) for body, _ in rule_judge.requests[before:])
+    assert sent == [(0.0, 512), (0.7, 100)]

@@ -60,6 +60,11 @@ class _Job:
     def done(self) -> bool:
         return self.scores is not None or self.final is not None
 
+    def next_request(self) -> JudgeRequest:
+        """The next attempt's request, on a fresh prompt (new keys)."""
+        self.prompt = judge_prompt(self.config, self.task, self.answers, ranked=self.ranked)
+        return JudgeRequest(self.prompt.messages, self.config.temperature, self.config.max_tokens)
+
 
 def answer_text(config: JudgeConfig, answer: str) -> str:
     """What is judged of a response: its text, or with ``episode`` every model turn in order."""
@@ -92,6 +97,7 @@ def _settle(job: _Job, reply: str | JudgeUnavailable) -> None:
     """Record one attempt's outcome: scores, a failure to retry, or the final failure."""
     job.waiting = isinstance(reply, JudgeUnavailable)
     if isinstance(reply, JudgeUnavailable):
+        job.reply = f"(no reply: {reply})"
         job.failures.append(f"attempt {len(job.failures) + 1}: judge unavailable: {reply}")
         if not reply.retry:
             job.final = reply
@@ -111,22 +117,18 @@ def _ask(jobs: list[_Job]) -> None:
     """One attempt for each job: fresh prompts, one batch per backend."""
     by_backend: dict[tuple[Any, ...], list[_Job]] = {}
     for job in jobs:
-        job.prompt = judge_prompt(job.config, job.task, job.answers, ranked=job.ranked)
         by_backend.setdefault(backend_identity(job.config), []).append(job)
     for group in by_backend.values():
-        config = group[0].config
+        requests = [job.next_request() for job in group]
         try:
-            backend = backend_for(config)
+            replies = backend_for(group[0].config).complete(requests)
         except JudgeUnavailable as exc:
-            for job in group:
-                _settle(job, exc)
-            continue
-        requests = [JudgeRequest(job.prompt.messages, config.temperature, config.max_tokens) for job in group]  # type: ignore[union-attr]
-        for job, reply in zip(group, backend.complete(requests)):
+            replies = [exc] * len(group)
+        for job, reply in zip(group, replies):
             _settle(job, reply)
 
 
-def run_jobs(jobs: list[_Job]) -> None:
+def _run_jobs(jobs: list[_Job]) -> None:
     """Ask until every job has its scores or has used its attempts."""
     rounds = 0
     while pending := [job for job in jobs if not job.done]:
@@ -143,10 +145,9 @@ def _detail(job: _Job, summary: str) -> str:
     return "\n".join(lines)
 
 
-def _verdict(job: _Job, position: int, answer: str) -> Verdict:
-    """The Verdict of the ``position``-th answer of a judged job."""
-    config, scores = job.config, job.scores
-    assert scores is not None and job.prompt is not None
+def _verdict(job: _Job, scores: tuple[float, ...], position: int) -> Verdict:
+    """The Verdict of the job's ``position``-th answer, from the judge's ``scores``."""
+    config, answer = job.config, job.answers[position]
     span = config.scale_max - config.scale_min
     if job.ranked:
         given = [scores[position]]
@@ -175,7 +176,7 @@ def _verdict(job: _Job, position: int, answer: str) -> Verdict:
 def judge_many(items: Sequence[tuple[JudgeConfig, Task, str]]) -> list[Verdict | Exception]:
     """One Verdict, or the grader's failure, per ``(config, task, answer)`` item, in order."""
     jobs = _jobs(items)
-    run_jobs(jobs)
+    _run_jobs(jobs)
     outcomes: list[Verdict | Exception] = [GraderError("not judged")] * len(items)
     for job in jobs:
         for position, index in enumerate(job.items):
@@ -183,7 +184,7 @@ def judge_many(items: Sequence[tuple[JudgeConfig, Task, str]]) -> list[Verdict |
                 failure = job.final or GraderError("no verdict")
                 outcomes[index] = GraderError(_detail(job, f"judge gave no verdict: {failure}"))
             else:
-                outcomes[index] = _verdict(job, position, job.answers[position])
+                outcomes[index] = _verdict(job, job.scores, position)
     return outcomes
 
 
