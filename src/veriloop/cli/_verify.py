@@ -108,7 +108,7 @@ def _summary(scores: list, seconds: float) -> list[str]:
     ]
     reasons: dict[str, int] = defaultdict(int)
     for score in infra:
-        reasons[score.detail[:120]] += 1
+        reasons[(score.detail.splitlines() or [""])[0][:120]] += 1  # the first line: a judge keeps its prompt below
     lines += [f"  infra error x{count}: {reason}" for reason, count in sorted(reasons.items(), key=lambda r: -r[1])[:5]]
     return lines
 

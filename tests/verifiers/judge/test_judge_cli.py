@@ -79,6 +79,10 @@ def test_a_local_judge_model_is_served_for_verify(tmp_path, run_cli, tiny_model_
     assert done.returncode == 0, done.stderr
     (score,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert score["status"] == "infra_error" and "verdict out of format" in score["detail"]  # a random model's words
+    summary = (
+        "infra error x1: judge verifier failed: GraderError: judge gave no verdict: no verdict after 1 attempt(s)\n"
+    )
+    assert summary in done.stderr  # one line per reason, the prompt left to the scores file
 
 
 @pytest.mark.parametrize(
