@@ -77,6 +77,7 @@ def audit(
     from rich.console import Console
     from rich.progress import Progress
 
+    from veriloop.cli._judges import serve_judge_models
     from veriloop.cli._verify import start_sandbox_early
 
     from veriloop.core import atomic_write, load_plugins
@@ -87,6 +88,7 @@ def audit(
     from veriloop.verifiers import audit_tasks
 
     task_list = load_tasks(tasks)
+    serve_judge_models(task.verifier for task in task_list)
     cases = _regression_cases(tasks, regressions)
     finish_sandbox()
     err = Console(stderr=True, highlight=False, soft_wrap=True)

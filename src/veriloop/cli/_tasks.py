@@ -24,11 +24,13 @@ def validate(
     from rich.console import Console
     from rich.table import Table
 
+    from veriloop.cli._judges import serve_judge_models_of
     from veriloop.core import load_plugins
     from veriloop.tasks import check_task_file
 
     load_plugins(plugins)
-
+    if file.is_file():
+        serve_judge_models_of(file)
     result = check_task_file(file, gold=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     for line in result.errors:
@@ -54,9 +56,12 @@ def _write_tasks(out: Path, tasks: list, check_gold: bool = True) -> None:
 
     import click
 
+    from veriloop.cli._judges import serve_judge_models
     from veriloop.core import RowErrors, write_records
     from veriloop.tasks import check_task_file
 
+    if check_gold:
+        serve_judge_models(task.verifier for task in tasks)
     staged = out.with_name(f".{out.stem}.unchecked{out.suffix}")
     count = write_records(staged, tasks)
     try:

@@ -108,7 +108,7 @@ def _summary(scores: list, seconds: float) -> list[str]:
     ]
     reasons: dict[str, int] = defaultdict(int)
     for score in infra:
-        reasons[score.detail[:120]] += 1
+        reasons[(score.detail.splitlines() or [""])[0][:120]] += 1  # the first line: a judge keeps its prompt below
     lines += [f"  infra error x{count}: {reason}" for reason, count in sorted(reasons.items(), key=lambda r: -r[1])[:5]]
     return lines
 
@@ -134,10 +134,12 @@ def verify(
     import sys
     import time
 
+    from veriloop.cli._judges import serve_judge_models
     from veriloop.core import load_plugins, write_records
 
     load_plugins(plugins)
     pairs = _pairs(tasks, responses)
+    serve_judge_models({id(task): task.verifier for task, _ in pairs}.values())
     # What is loaded by now (modules, the task set) lives as long as the command: frozen, the
     # garbage collector stops rescanning it during verification (a full pass took up to 0.1 s).
     gc.freeze()

@@ -1,6 +1,7 @@
 """Layer 3: generation engines, multi-turn episodes, early stopping, and the trajectory store."""
 
 from veriloop.rollout import _hf, _openai, _replay, _vllm  # noqa: F401  (register the engines; vLLM loads lazily)
+from veriloop.rollout import _judge_engine  # noqa: F401  (registers the judge backend for a local judge model)
 from veriloop.rollout._actions import Action, parse_action, tool_instructions
 from veriloop.rollout._engine import ENGINES, Engine, Prompt, create_engine
 from veriloop.rollout._episode import (

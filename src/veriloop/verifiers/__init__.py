@@ -7,6 +7,7 @@ from veriloop.verifiers.answers import _json_schema, _math, _numeric, _reasoning
 from veriloop.verifiers.answers import _document_fields  # noqa: F401  (registers document_fields)
 from veriloop.verifiers.cad import _cad_geometry  # noqa: F401  (registers cad_geometry)
 from veriloop.verifiers.workspace import _workspace_checks, _workspace_tests  # noqa: F401  (registers the workspace kinds)
+from veriloop.verifiers.judge import _judge  # noqa: F401  (registers judge)
 from veriloop.verifiers._combine import AllOfConfig, CheckSpec, WeightedConfig
 from veriloop.verifiers.answers._document_fields import DocumentFieldsConfig, Identity
 from veriloop.verifiers.cad._cad_geometry import CadGeometryConfig
@@ -41,6 +42,15 @@ from veriloop.verifiers._registry import (
 )
 from veriloop.verifiers.answers._text import ExactConfig, RegexConfig
 from veriloop.verifiers.answers._turn_constraints import TurnConstraintsConfig, broken_rule
+from veriloop.verifiers.judge._backends import (
+    JUDGE_BACKENDS,
+    JudgeBackend,
+    JudgeRequest,
+    JudgeUnavailable,
+)
+from veriloop.verifiers.judge._config import JudgeConfig, JudgeCriterion, judge_specs
+from veriloop.verifiers.judge._prompt import JudgePrompt, judge_prompt
+from veriloop.verifiers.judge._verdict import MalformedVerdict, read_verdict
 
 __all__ = [
     "KindField",
@@ -55,6 +65,14 @@ __all__ = [
     "CheckTimeout",
     "DocumentFieldsConfig",
     "Identity",
+    "JUDGE_BACKENDS",
+    "JudgeBackend",
+    "JudgeConfig",
+    "JudgeCriterion",
+    "JudgePrompt",
+    "JudgeRequest",
+    "JudgeUnavailable",
+    "MalformedVerdict",
     "JsonSchemaConfig",
     "MathConfig",
     "NumericConfig",
@@ -86,6 +104,9 @@ __all__ = [
     "audit_tasks",
     "exploits_for",
     "gold_response",
+    "judge_prompt",
+    "judge_specs",
+    "read_verdict",
     "gold_workspace",
     "markdown_table",
     "new_code_sandbox",

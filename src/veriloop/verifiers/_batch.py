@@ -2,8 +2,10 @@
 
 A verifier kind may register a batch check (``register_batch_check``): a plain callable
 taking many ``(config, task, response_text)`` items and returning one Verdict or grader
-exception per item. Code kinds use it to share process starts across responses. Kinds
-without one are checked one response at a time with ``verify``. Either way every response
+exception per item. Code kinds use it to share process starts across responses; the
+``judge`` kind registers with ``whole_groups``, so a task's responses reach it in one batch
+(its ``rank`` mode scores them relative to each other). Kinds without one are checked one
+response at a time with ``verify``. Either way every response
 gets exactly one Score, in input order, and a broken grader is an ``infra_error``.
 """
 
@@ -22,9 +24,15 @@ BatchCheck = Callable[[Sequence[tuple[Any, Task, str]]], list[Verdict | Exceptio
 
 BATCH_CHECKS: Registry[BatchCheck] = Registry("batch check")
 
+_WHOLE_GROUPS: set[str] = set()  # kinds whose batches never split the responses to one task
 
-def register_batch_check(name: str) -> Callable[[BatchCheck], BatchCheck]:
-    """Decorator registering the batch form of verifier kind ``name``'s check."""
+
+def register_batch_check(name: str, whole_groups: bool = False) -> Callable[[BatchCheck], BatchCheck]:
+    """Decorator registering the batch form of verifier kind ``name``'s check; with
+    ``whole_groups`` every batch holds all of a task's responses or none of them (a batch may
+    then hold one group larger than ``batch_size``)."""
+    if whole_groups:
+        _WHOLE_GROUPS.add(name)
     return BATCH_CHECKS.register(name)
 
 
@@ -58,9 +66,26 @@ def _units(pairs: Sequence[tuple[Task, Response]], batch_size: int) -> list[list
             batched.setdefault(task.verifier_kind, []).append(index)
         else:
             units.append([index])
-    for indices in batched.values():
-        units += [indices[i : i + batch_size] for i in range(0, len(indices), batch_size)]
+    for kind, indices in batched.items():
+        if kind in _WHOLE_GROUPS:
+            units += _whole_groups(indices, pairs, batch_size)
+        else:
+            units += [indices[i : i + batch_size] for i in range(0, len(indices), batch_size)]
     return units
+
+
+def _whole_groups(indices: list[int], pairs: Sequence[tuple[Task, Response]], batch_size: int) -> list[list[int]]:
+    """``indices`` in batches of whole task groups (in order of each task's first response), of at
+    most ``batch_size`` responses, save a group larger than that, which is a batch alone."""
+    groups: dict[str, list[int]] = {}
+    for index in indices:
+        groups.setdefault(pairs[index][0].id, []).append(index)
+    units: list[list[int]] = [[]]
+    for group in groups.values():
+        if units[-1] and len(units[-1]) + len(group) > batch_size:
+            units.append([])
+        units[-1] += group
+    return [unit for unit in units if unit]
 
 
 def verify_many(

@@ -25,7 +25,15 @@ from pydantic import Field, ValidationError, model_validator
 
 from veriloop.core import Task, UnknownNameError, describe_validation_error
 from veriloop.verifiers._penalties import parse_penalty
-from veriloop.verifiers._registry import VERIFIERS, GraderError, Verdict, VerifierConfig, register_verifier
+from veriloop.verifiers._registry import (
+    VERIFIERS,
+    GraderError,
+    Verdict,
+    VerifierConfig,
+    register_task_check,
+    register_verifier,
+    task_problem,
+)
 
 
 class CheckSpec(VerifierConfig):
@@ -77,6 +85,21 @@ class WeightedConfig(CombinationConfig):
         return self
 
 
+def _check_task(spec: CheckSpec, task: Task) -> Task:
+    """The task as check ``spec`` sees it: with the check's own gold when it has one."""
+    return task if spec.gold is None else task.model_copy(update={"gold": spec.gold})
+
+
+def checks_task_problem(config: CombinationConfig, task: Task) -> str | None:
+    """The first problem a check's kind finds with the task (its registered task check)."""
+    for index, spec in enumerate(config.checks):
+        kind = VERIFIERS.get(spec.verifier["kind"])
+        problem = task_problem(kind, kind.parse_config(spec.verifier), _check_task(spec, task))
+        if problem is not None:
+            return f"checks[{index}]: {kind.name}: {problem}"
+    return None
+
+
 @dataclass(frozen=True)
 class _Ran:
     label: str
@@ -87,9 +110,8 @@ class _Ran:
 def _run_check(index: int, spec: CheckSpec, task: Task, response: str) -> _Ran:
     kind = VERIFIERS.get(spec.verifier["kind"])
     label = spec.label or f"{kind.name}#{index + 1}"
-    sub_task = task if spec.gold is None else task.model_copy(update={"gold": spec.gold})
     try:
-        verdict = kind.check(kind.parse_config(spec.verifier), sub_task, response)
+        verdict = kind.check(kind.parse_config(spec.verifier), _check_task(spec, task), response)
     except Exception as exc:
         raise GraderError(f"check {label}: {type(exc).__name__}: {exc}") from exc
     return _Ran(label, spec.weight, verdict)
@@ -168,3 +190,7 @@ def check_weighted(config: WeightedConfig, task: Task, response: str) -> Verdict
         return all(r.verdict.passed for r in ran)
 
     return _combine(config, task, response, reward_of, False, passed_of)
+
+
+register_task_check("all_of")(checks_task_problem)
+register_task_check("weighted")(checks_task_problem)
