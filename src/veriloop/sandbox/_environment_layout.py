@@ -45,7 +45,7 @@ def _absolute(path: str, what: str) -> str:
     if not isinstance(path, str) or not path.startswith("/") or "\x00" in path:
         raise UserError(f"{what} {path!r} must be an absolute path")
     normal = str(PurePosixPath(path))
-    if normal != path.rstrip("/") or ".." in PurePosixPath(path).parts or path.startswith("//"):
+    if normal != (path.rstrip("/") or "/") or ".." in PurePosixPath(path).parts or path.startswith("//"):
         raise UserError(f"{what} {path!r} must be in normal form, without '..' (write {normal!r})")
     return normal
 

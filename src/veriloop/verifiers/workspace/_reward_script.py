@@ -14,9 +14,12 @@ runs in the agent's environment and writes its reward to ``reward.txt`` (one num
   makes ``reward_dir`` and empties it of both reward files before the command starts (so nothing
   planted earlier counts), and reads them once every process of the run has ended;
 - the reward is ``reward.txt``'s number, else ``reward.json``'s ``"reward"`` (or its only
-  number); a file that holds something else is the task's fault and an ``infra_error``; with no
-  reward file, exit code 0 scores 1 and any other 0 (``exit_code_reward``; off, no file is an
-  ``infra_error``). ``passed`` when the reward reaches ``pass_reward``.
+  number); with no reward file, exit code 0 scores 1 and any other 0 (``exit_code_reward``;
+  off, no file scores 0). A reward file that holds no finite number scores 0, saying what it
+  holds: the script ran the workspace's code, which may have broken it (``veriloop tasks
+  validate`` shows a script broken for every answer, the reference solution's included).
+  ``passed`` when the reward reaches ``pass_reward``. Only a run that could not be read back
+  (a lost sandbox, a broken runner) is an ``infra_error``.
 
 The script runs the workspace's code in its own processes, so that code can write the reward
 file as it likes: the verdict is only as trustworthy as the script's isolation, and its detail
@@ -56,7 +59,7 @@ class RewardScriptConfig(VerifierConfig):
     )
     variables: dict[str, str] = Field(default_factory=dict, description="environment variables the script runs with")
     exit_code_reward: bool = Field(
-        default=True, description="with no reward file, exit code 0 scores 1 and others 0 (off: an infra_error)"
+        default=True, description="with no reward file, exit code 0 scores 1 and others 0 (off: no file scores 0)"
     )
     pass_reward: float = Field(default=1.0, description="the reward at or above which the verdict is passed")
     timeout_s: float = Field(default=600.0, gt=0, le=3600, description="wall-clock limit of the script's run")
@@ -122,15 +125,19 @@ def runner_program(config: RewardScriptConfig) -> str:
     return RUNNER_SOURCE.replace("SETTINGS = {}", f"SETTINGS = json.loads({json.dumps(settings)!r})", 1)
 
 
+class UnreadableReward(ValueError):
+    """A reward file that holds no reward (its message says what it holds)."""
+
+
 def read_reward(rewards: dict[str, str | None]) -> tuple[float, str] | None:
     """``(reward, file it came from)`` from the reward files' text, or None when neither exists;
-    GraderError when the one that counts holds no reward."""
+    UnreadableReward when the one that counts holds no finite reward."""
     text = rewards.get("reward.txt")
     if text is not None:
         try:
             value = float(text.strip())
         except ValueError:
-            raise GraderError(f"reward.txt holds {text.strip()[:80]!r}, not a number") from None
+            raise UnreadableReward(f"reward.txt holds {text.strip()[:80]!r}, not a number") from None
         return _finite(value, "reward.txt"), "reward.txt"
     text = rewards.get("reward.json")
     if text is None:
@@ -138,13 +145,13 @@ def read_reward(rewards: dict[str, str | None]) -> tuple[float, str] | None:
     try:
         data = json.loads(text)
     except ValueError:
-        raise GraderError(f"reward.json is not JSON: {text.strip()[:80]!r}") from None
+        raise UnreadableReward(f"reward.json is not JSON: {text.strip()[:80]!r}") from None
     numbers = {k: v for k, v in data.items() if _number(v)} if isinstance(data, dict) else {}
     if "reward" in numbers:
         return _finite(float(numbers["reward"]), "reward.json"), "reward.json"
     if len(numbers) == 1:
         return _finite(float(next(iter(numbers.values()))), "reward.json"), "reward.json"
-    raise GraderError(f"reward.json names no 'reward' and holds not one number: {text.strip()[:80]!r}")
+    raise UnreadableReward(f"reward.json names no 'reward' and holds not one number: {text.strip()[:80]!r}")
 
 
 def _number(value: object) -> bool:
@@ -153,7 +160,7 @@ def _number(value: object) -> bool:
 
 def _finite(value: float, source: str) -> float:
     if not math.isfinite(value):
-        raise GraderError(f"{source} holds {value}, not a finite reward")
+        raise UnreadableReward(f"{source} holds {value}, not a finite reward")
     return value
 
 
@@ -184,11 +191,16 @@ def check_reward_script(config: RewardScriptConfig, task: Task, response: str) -
             feedback=f"The tests failed: {answer['problem']}.",
             environment=result.environment,
         )
-    found = read_reward(rewards)
+    try:
+        found = read_reward(rewards)
+    except UnreadableReward as exc:
+        detail = f"{exc} (exit code {exit_code}); {REWARD_FROM_THE_CODE}{note}{shown}"
+        return Verdict(0.0, False, detail=detail, feedback="The tests wrote no reward.", environment=result.environment)
     if found is None and not config.exit_code_reward:
-        raise GraderError(
-            f"the script wrote no reward.txt or reward.json in {config.reward_dir} (exit code {exit_code}){shown}"
+        detail = (
+            f"the script wrote no reward.txt or reward.json in {config.reward_dir} (exit code {exit_code}){note}{shown}"
         )
+        return Verdict(0.0, False, detail=detail, feedback="The tests wrote no reward.", environment=result.environment)
     reward, source = found if found is not None else (1.0 if exit_code == 0 else 0.0, "the exit code")
     passed = reward >= config.pass_reward
     detail = f"reward {reward:g} from {source} (exit code {exit_code}); {REWARD_FROM_THE_CODE}{note}"
