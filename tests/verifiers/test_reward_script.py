@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from veriloop.core import Response, Task
@@ -112,3 +114,31 @@ def test_bad_fields_are_refused_by_the_kind():
     assert "needs at least one hidden file" in check_task(_task("exit 0", files={}))
     assert "without '..'" in check_task(_task("exit 0", reward_dir="../up"))
     assert "non-empty list" in check_task(_task("exit 0", command=[]))
+
+
+def test_the_audit_finds_a_script_that_runs_the_workspace_s_code_forgeable(environment):
+    from veriloop.verifiers import audit_tasks
+
+    script = (
+        WRITES
+        + "python -c 'import solution; print(solution.answer())' | grep -qx 42 && echo 1 > /logs/verifier/reward.txt"
+    )
+    task = Task(
+        id="t",
+        domain="d",
+        prompt="p",
+        environment="reward-script",
+        workspace={"solution.py": "def answer():\n    return 41\n"},
+        verifier={
+            "kind": "reward_script",
+            "files": {".hidden/tests/test.sh": script},
+            "command": ["bash", "/tests/test.sh"],
+            "reward_dir": "/logs/verifier",
+            "exit_code_reward": False,
+        },
+    )
+    report = audit_tasks([task], repeats=1)
+    rows = {row.category: row for row in report.rows if row.kind == "reward_script"}
+    assert rows["channel_forgery"].fooled == 1  # the module writes reward.txt when the script imports it
+    assert rows["grader_tampering"].fooled == 0  # the hidden script is the verifier's own
+    assert "which can write the reward file as it likes" in json.dumps(report.model_dump())
