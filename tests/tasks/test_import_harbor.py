@@ -82,6 +82,29 @@ def test_a_folder_without_tasks_and_a_workdir_the_sandbox_owns_are_user_errors(t
         import_tasks("harbor", path=tmp_path)
 
 
+def test_a_folder_maps_to_an_environment_named_by_what_it_holds(tmp_path):
+    from veriloop.tasks.importers._harbor import HarborOptions, read_task_folder
+
+    dockerfile = "FROM python:3.12\nRUN pip install numpy\nENV MODE=fast\nWORKDIR /srv/app\n"
+    folder = _task_folder(
+        tmp_path, "one", dockerfile, toml='[agent]\ntimeout_sec = 90\n[environment]\nmemory = "512M"\n'
+    )
+    packages = HarborOptions(path=tmp_path, packages="pytest, requests").packages
+    task, problems = read_task_folder(folder, packages)
+    assert problems == [] and task.environment.packages == ("numpy", "pytest", "requests")
+    assert task.environment.links["/srv/app"] == "/workspace" and task.environment.links["/logs"] == "/tmp/harbor-logs"
+    assert task.environment.variables == {"MODE": "fast"}
+    assert (task.settings.agent_timeout_s, task.settings.memory_mb, task.settings.verifier_timeout_s) == (
+        90.0,
+        512,
+        600.0,
+    )
+    same, _ = read_task_folder(_task_folder(tmp_path, "two", dockerfile), packages)
+    other, _ = read_task_folder(_task_folder(tmp_path, "three", dockerfile.replace("fast", "slow")), packages)
+    assert same.environment.name == task.environment.name != other.environment.name
+    assert task.environment.name.startswith("harbor-")
+
+
 @pytest.mark.e2e
 def test_the_examples_import_validate_and_judge_wrong_answers(env_store, tmp_path, run_cli):
     out = tmp_path / "harbor.jsonl"
@@ -106,6 +129,10 @@ def test_the_examples_import_validate_and_judge_wrong_answers(env_store, tmp_pat
     )
 
     assert run_cli("tasks", "validate", str(out)).returncode == 0
+    manifests = {p.name: p.read_text() for p in env_store.glob("harbor-*.json")}
+    again = run_cli("tasks", "import", "harbor", str(EXAMPLES), "--out", str(tmp_path / "again.jsonl"), timeout=600)
+    assert again.returncode == 0 and (tmp_path / "again.jsonl").read_text() == out.read_text()
+    assert {p.name: p.read_text() for p in env_store.glob("harbor-*.json")} == manifests  # nothing built again
     answers = {
         "greeting-right": ("greeting", {"greeting.txt": "Hello, world!\n"}),
         "greeting-wrong": ("greeting", {"greeting.txt": "Hello, moon!\n"}),

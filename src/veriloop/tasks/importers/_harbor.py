@@ -38,7 +38,7 @@ import math
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,17 @@ class EnvironmentSpec:
 
 
 @dataclass(frozen=True)
+class FolderSettings:
+    """What ``task.toml`` sets that the task uses (Harbor's defaults where it is silent)."""
+
+    verifier_timeout_s: float = DEFAULT_TIMEOUT_S
+    agent_timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_mb: int = DEFAULT_MEMORY_MB
+    verifier_env: dict[str, str] = field(default_factory=dict)
+    solution_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class HarborTask:
     """One task folder, read and checked (nothing run yet)."""
 
@@ -101,11 +112,7 @@ class HarborTask:
     tests: dict[str, str]
     solution: dict[str, bytes]
     environment: EnvironmentSpec
-    verifier_timeout_s: float
-    agent_timeout_s: float
-    memory_mb: int
-    verifier_env: dict[str, str]
-    solution_env: dict[str, str]
+    settings: FolderSettings
     metadata: dict[str, Any]
 
 
@@ -138,7 +145,6 @@ def read_task_folder(folder: Path, extra_packages: tuple[str, ...]) -> tuple[Har
     settings = _settings(folder / "task.toml", config, problems)
     if problems or image is None or tests is None or prompt is None or solution is None or settings is None:
         return None, problems
-    verifier_timeout, agent_timeout, memory_mb, verifier_env, solution_env = settings
     environment = EnvironmentSpec(
         python=_sandbox_python(image.python),
         packages=tuple(dict.fromkeys([*image.packages, *extra_packages])),
@@ -148,14 +154,20 @@ def read_task_folder(folder: Path, extra_packages: tuple[str, ...]) -> tuple[Har
     metadata = {
         "source": "harbor",
         "folder": folder.name,
-        "agent_timeout_s": agent_timeout,
+        "agent_timeout_s": settings.agent_timeout_s,
         "python": {"image": image.python, "sandbox": environment.python or "python3"},
         **{key: _plain(config[key]) for key in ("metadata", "task") if isinstance(config.get(key), dict)},
     }
     task = HarborTask(
-        folder, prompt, workspace, tests, solution, environment, verifier_timeout, agent_timeout, memory_mb,
-        verifier_env, solution_env, metadata,
-    )  # fmt: skip
+        folder=folder,
+        prompt=prompt,
+        workspace=workspace,
+        tests=tests,
+        solution=solution,
+        environment=environment,
+        settings=settings,
+        metadata=metadata,
+    )
     return task, []
 
 
@@ -247,8 +259,8 @@ def _tree(root: Path, problems: list[str], *, text: bool) -> dict[str, Any] | No
     return files if len(problems) == count else None
 
 
-def _settings(path: Path, config: dict[str, Any], problems: list[str]) -> tuple | None:
-    """``(verifier timeout, agent timeout, memory MiB, verifier env, solution env)`` from ``task.toml``."""
+def _settings(path: Path, config: dict[str, Any], problems: list[str]) -> FolderSettings | None:
+    """The settings of ``task.toml`` (None, with the problems added, when any is bad)."""
     count = len(problems)
     tables = {name: config.get(name, {}) for name in ("verifier", "agent", "environment", "solution")}
     for name, table in tables.items():
@@ -256,12 +268,14 @@ def _settings(path: Path, config: dict[str, Any], problems: list[str]) -> tuple 
             problems.append(f"{path}: [{name}] must be a table")
     if len(problems) > count:
         return None
-    verifier_timeout = _seconds(path, "verifier", tables["verifier"], problems)
-    agent_timeout = _seconds(path, "agent", tables["agent"], problems)
-    memory_mb = _memory_mb(path, tables["environment"], problems)
-    verifier_env = _variables(path, "verifier", tables["verifier"], problems)
-    solution_env = _variables(path, "solution", tables["solution"], problems)
-    return None if len(problems) > count else (verifier_timeout, agent_timeout, memory_mb, verifier_env, solution_env)
+    settings = FolderSettings(
+        verifier_timeout_s=_seconds(path, "verifier", tables["verifier"], problems),
+        agent_timeout_s=_seconds(path, "agent", tables["agent"], problems),
+        memory_mb=_memory_mb(path, tables["environment"], problems),
+        verifier_env=_variables(path, "verifier", tables["verifier"], problems),
+        solution_env=_variables(path, "solution", tables["solution"], problems),
+    )
+    return None if len(problems) > count else settings
 
 
 def _seconds(path: Path, table: str, values: dict[str, Any], problems: list[str]) -> float:
@@ -345,8 +359,8 @@ def gold_of(task: HarborTask, sandbox: Any) -> tuple[dict[str, Any] | None, str 
     from veriloop.sandbox import Limits
 
     files = {**task.workspace, **{f"{SOLUTION}/{p}": c for p, c in task.solution.items()}}
-    variables = [f"{name}={value}" for name, value in task.solution_env.items()]
-    limits = Limits(timeout_s=task.agent_timeout_s, memory_mb=task.memory_mb, max_processes=64)
+    variables = [f"{name}={value}" for name, value in task.settings.solution_env.items()]
+    limits = Limits(timeout_s=task.settings.agent_timeout_s, memory_mb=task.settings.memory_mb, max_processes=64)
     result = sandbox.run(
         ["env", *variables, "bash", "/solution/solve.sh"],
         snapshot=Snapshot(archive=snapshot_archive(files)),
@@ -372,9 +386,9 @@ def task_record(task: HarborTask, domain: str, gold: dict[str, Any] | None) -> T
         "files": {f"{TESTS}/{path}": text for path, text in task.tests.items()},
         "command": list(COMMAND),
         "reward_dir": REWARD_DIR,
-        "variables": task.verifier_env,
-        "timeout_s": task.verifier_timeout_s,
-        "memory_mb": task.memory_mb,
+        "variables": task.settings.verifier_env,
+        "timeout_s": task.settings.verifier_timeout_s,
+        "memory_mb": task.settings.memory_mb,
     }
     try:
         return Task(
