@@ -22,11 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from veriloop.core import Record, Score, Task, UserError, inline_form, judgeable_response
+from veriloop.core import Record, Response, Score, Task, UserError, inline_form, judgeable_response
+
+if TYPE_CHECKING:
+    from veriloop.rollout import SceneStore
 
 SCORES_FILE = "scores.jsonl"
 REPORT_FILE = "rescore.json"
@@ -108,7 +111,7 @@ class StoredResponse:
     generation_failed: bool
 
 
-def stored_responses(run: Path) -> tuple[Literal["eval", "training"], list[StoredResponse], list[str], object]:
+def stored_responses(run: Path) -> tuple[Literal["eval", "training"], list[StoredResponse], list[str], SceneStore]:
     """``(kind, responses, the run's own task files, scene store)`` of an eval or training run."""
     from veriloop.evaluation._run import SCENES_DIR
     from veriloop.evaluation._samples import SAMPLES_FILE, read_samples, run_task_files
@@ -218,15 +221,20 @@ def rescore_run(
         not_rescored=skipped,
         reward_changed=sum(s.before.reward != score.reward for s, score in pairs),
         overall=_change(pairs),
-        domains={d: _change([p for p in pairs if p[0].domain == d]) for d in sorted({s.domain for s, _ in pairs})},
-        tasks=_task_changes(pairs),
+        domains={domain: _change(mine) for domain, mine in _grouped(pairs, "domain").items()},
+        tasks={
+            task_id: RescoreTaskChange(domain=mine[0][0].domain, **dict(_change(mine)))
+            for task_id, mine in _grouped(pairs, "task_id").items()
+        },
         flips=tuple(_flip(s, score) for s, score in pairs if _flipped(s.before, score)),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     return report, scores
 
 
-def _requests(stored: list[StoredResponse], tasks: dict[str, Task], scenes) -> tuple[list, dict[str, int]]:
+def _requests(
+    stored: list[StoredResponse], tasks: dict[str, Task], scenes: SceneStore
+) -> tuple[list[tuple[StoredResponse, Response | Score]], dict[str, int]]:
     """``[(stored, Response or the Score of a workspace that cannot be judged)]`` and the skipped, by reason."""
     judged, skipped = [], {}
     for response in stored:
@@ -278,12 +286,12 @@ def _change(pairs: list[tuple[StoredResponse, Score]]) -> RescoreChange:
     )
 
 
-def _task_changes(pairs: list[tuple[StoredResponse, Score]]) -> dict[str, RescoreTaskChange]:
-    changes = {}
-    for task_id in sorted({s.task_id for s, _ in pairs}):
-        mine = [p for p in pairs if p[0].task_id == task_id]
-        changes[task_id] = RescoreTaskChange(domain=mine[0][0].domain, **dict(_change(mine)))
-    return changes
+def _grouped(pairs: list[tuple[StoredResponse, Score]], key: str) -> dict[str, list[tuple[StoredResponse, Score]]]:
+    """``pairs`` by their stored response's ``key`` (``domain`` or ``task_id``), keys sorted."""
+    groups: dict[str, list[tuple[StoredResponse, Score]]] = {}
+    for pair in pairs:
+        groups.setdefault(getattr(pair[0], key), []).append(pair)
+    return dict(sorted(groups.items()))
 
 
 def _flipped(before: RescoreOutcome, score: Score) -> bool:
