@@ -1,5 +1,5 @@
 """RL on terminal-coding tasks: episodes start from the task's workspace on its environment,
-tools run there, the final workspace is judged and, when it fails, kept as a scene."""
+tools run there, the final workspace is judged and kept as a scene."""
 
 from __future__ import annotations
 

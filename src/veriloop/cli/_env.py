@@ -24,6 +24,12 @@ def build(
     ),
     no_warm: bool = typer.Option(False, "--no-warm", help="pre-import nothing beyond the standard modules"),
     python: str | None = typer.Option(None, "--python", help="base interpreter (default: the sandbox's python3)"),
+    links: list[str] = typer.Option(
+        [], "--link", help="PATH=TARGET: a link in every sandbox's root, e.g. /app=/workspace (repeatable)"
+    ),
+    variables: list[str] = typer.Option(
+        [], "--variable", help="NAME=VALUE set in every run, taken as written (repeatable)"
+    ),
     extra: list[str] = typer.Argument(None, help="more packages, after the name"),
 ) -> None:
     """Build NAME from the package registry and print its hash (rebuilding replaces it)."""
@@ -46,6 +52,8 @@ def build(
             warm=chosen,
             python=python,
             log=lambda line: err.print(line, markup=False, highlight=False, style="dim"),
+            links=_pairs("--link", links),
+            variables=_pairs("--variable", variables),
         )
     size = environment.size_bytes / (1 << 20)
     err.print(
@@ -55,6 +63,19 @@ def build(
         highlight=False,
     )
     typer.echo(environment.hash)
+
+
+def _pairs(option: str, items: list[str]) -> dict[str, str]:
+    """``["A=1", "B=2"]`` as ``{"A": "1", "B": "2"}``; UserError for an item without '='."""
+    from veriloop.core import UserError
+
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{option} {item!r}: write it as NAME=VALUE")
+        pairs[key] = value
+    return pairs
 
 
 @app.command("list")

@@ -1,4 +1,4 @@
-"""``veriloop replay``: restore a failed episode's final workspace and judge it again."""
+"""``veriloop replay``: restore an episode's final workspace and judge it again."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``veriloop verify``: score a file of responses against a task set."""
+"""``veriloop verify``: score a file of responses against a task set, or judge a run's stored
+responses again with the current verifiers (``--rescore``)."""
 
 from __future__ import annotations
 
@@ -114,9 +115,20 @@ def _summary(scores: list, seconds: float) -> list[str]:
 
 
 def verify(
-    tasks: Path = typer.Option(..., "--tasks", help="task set (.jsonl or .parquet)"),
-    responses: Path = typer.Option(..., "--responses", help="responses: rows of id, task_id, response"),
-    out: Path = typer.Option(..., "--out", help="scores to write (.jsonl or .parquet), one row per response"),
+    tasks: list[Path] = typer.Option(
+        [],
+        "--tasks",
+        help="task set (.jsonl or .parquet); with --rescore, the run's tasks if it records none (repeatable)",
+    ),
+    responses: Path | None = typer.Option(None, "--responses", help="responses: rows of id, task_id, response"),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="scores to write (.jsonl or .parquet); with --rescore, a folder for scores.jsonl and rescore.json",
+    ),
+    rescore: Path | None = typer.Option(
+        None, "--rescore", help="an eval or training run directory: judge its stored responses again, now"
+    ),
     workers: int = typer.Option(2, "--workers", min=1, max=256, help="sandboxed processes run at once"),
     plugins: list[str] = typer.Option(
         [], "--plugin", help="module or .py file that registers verifier kinds etc. (repeatable)"
@@ -128,7 +140,20 @@ def verify(
     a summary on stderr. A grader failure is an infra_error, counted apart, never a reward of 0.
     A row whose final workspace is over bounds (too many files, too much content, a bad path)
     scores 0 with the reason, as in an episode; the other rows are scored as usual.
+
+    With --rescore RUN, judges the responses an eval or training run stored (and the final
+    workspaces it kept) with the current verifiers of the run's own task files (or --tasks), and
+    reports per task and domain what changed and every flipped verdict; writes scores.jsonl and
+    rescore.json in --out and leaves RUN untouched.
     """
+    from veriloop.core import UserError
+
+    if rescore is not None:
+        if responses is not None:
+            raise UserError("--rescore judges the run's stored responses: leave out --responses")
+        return _rescore(rescore, tasks, out, workers, plugins)
+    if responses is None or len(tasks) != 1:
+        raise UserError("give --tasks FILE and --responses FILE, or --rescore RUN")
     finish_sandbox = start_sandbox_early(workers)  # first: everything below overlaps its start
     import gc
     import sys
@@ -138,7 +163,7 @@ def verify(
     from veriloop.core import load_plugins, write_records
 
     load_plugins(plugins)
-    pairs = _pairs(tasks, responses)
+    pairs = _pairs(tasks[0], responses)
     serve_judge_models({id(task): task.verifier for task, _ in pairs}.values())
     # What is loaded by now (modules, the task set) lives as long as the command: frozen, the
     # garbage collector stops rescanning it during verification (a full pass took up to 0.1 s).
@@ -164,3 +189,55 @@ def _verify_all(pairs: list, workers: int) -> list:
     with Progress(console=Console(stderr=True), transient=True) as progress:
         bar = progress.add_task("verifying", total=len(pairs))
         return _scores(pairs, workers, lambda: progress.advance(bar))
+
+
+def _rescore(run: Path, tasks: list[Path], out: Path, workers: int, plugins: list[str]) -> int:
+    """``verify --rescore``: the run's stored responses judged again, the changes printed on stderr."""
+    import time
+
+    from rich.console import Console
+
+    from veriloop.core import load_plugins
+    from veriloop.evaluation import rescore_destination, rescore_run, write_rescore
+
+    rescore_destination(out, run)  # before any work: the run itself is never written to
+    finish_sandbox = start_sandbox_early(workers)
+    load_plugins(plugins)
+    finish_sandbox()
+    started = time.perf_counter()
+    report, scores = rescore_run(run, [str(t) for t in tasks], threads=2 * workers)
+    scores_path, report_path = write_rescore(out, report, scores)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for line in _rescore_lines(report, time.perf_counter() - started):
+        err.print(line, markup=False)
+    err.print(f"wrote {scores_path} and {report_path}", markup=False)
+    return 0
+
+
+def _rescore_lines(report, seconds: float, shown: int = 10) -> list[str]:
+    """The report as lines: counts, overall and per-domain changes, the first flips."""
+
+    def change(name: str, block) -> str:
+        before, after = block.before, block.after
+        mean = " -> ".join("-" if m is None else f"{m:.3f}" for m in (before.mean_reward, after.mean_reward))
+        return f"{name}: passed {before.passed} -> {after.passed} of {after.responses}, mean reward {mean}"
+
+    skipped = sum(report.not_rescored.values())
+    reasons = "; ".join(f"{why}: {count}" for why, count in report.not_rescored.items())
+    lines = [
+        f"re-scored {report.rescored} of {report.responses} responses of {report.run} ({report.run_kind} run) "
+        f"in {seconds:.1f}s" + (f"; {skipped} not re-scored ({reasons})" if skipped else ""),
+        change("overall", report.overall),
+        *(change(f"  {domain}", block) for domain, block in report.domains.items()),
+        f"{len(report.flips)} verdicts flipped, {report.reward_changed} rewards changed",
+    ]
+    for flip in report.flips[:shown]:
+        verdicts = " -> ".join(_verdict(o) for o in (flip.before, flip.after))
+        lines.append(f"  {flip.id}  {flip.task_id}  {verdicts}  {flip.feedback[:80]}".rstrip())
+    if len(report.flips) > shown:
+        lines.append(f"  ... and {len(report.flips) - shown} more in rescore.json")
+    return lines
+
+
+def _verdict(outcome) -> str:
+    return "infra_error" if outcome.status == "infra_error" else ("passed" if outcome.passed else "failed")

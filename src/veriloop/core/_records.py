@@ -325,7 +325,7 @@ class Trajectory(Record):
     )
     environment: str | None = Field(default=None, description="hash of the environment its tools and verifier ran in")
     scene: str | None = Field(
-        default=None, description="sha256 of its final workspace, kept in the run's scene store (failed episodes)"
+        default=None, description="sha256 of its final workspace, kept in the run's scene store (workspace episodes)"
     )
     final_workspace: Snapshot | None = Field(
         default=None, exclude=True, description="the final workspace, in memory only: stores keep it as a scene"

@@ -34,6 +34,17 @@ from veriloop.evaluation._run import (
     run_eval,
 )
 from veriloop.evaluation._scenes import Scene, find_scene, replay_scene
+from veriloop.evaluation._rescore import (
+    RescoreChange,
+    RescoreFlip,
+    RescoreOutcome,
+    RescoreReport,
+    RescoreTally,
+    RescoreTaskChange,
+    rescore_destination,
+    rescore_run,
+    write_rescore,
+)
 from veriloop.evaluation._run_registry import REGISTRY_FILE, RegisteredRun, RunRegistry, default_registry_path
 from veriloop.evaluation._samples import (
     SAMPLES_FILE,
@@ -102,4 +113,13 @@ __all__ = [
     "write_report",
     "SAMPLES_FILE",
     "load_run_tasks",
+    "RescoreChange",
+    "RescoreFlip",
+    "RescoreOutcome",
+    "RescoreReport",
+    "RescoreTally",
+    "RescoreTaskChange",
+    "rescore_destination",
+    "rescore_run",
+    "write_rescore",
 ]

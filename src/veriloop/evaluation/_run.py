@@ -30,7 +30,7 @@ from veriloop.evaluation._summary import summarize, task_set_hash
 from veriloop.tasks import load_tasks, question_text
 
 PARTS_DIR = "parts"
-SCENES_DIR = "scenes"  # final workspaces of failed episodes, by sha256 (veriloop replay)
+SCENES_DIR = "scenes"  # final workspaces of the episodes, by sha256 (veriloop replay, verify --rescore)
 SEED_STRIDE = 7919  # the rollout's per-task seed stride: chunk seeds continue the global sequence
 
 TaskInput = str | os.PathLike[str] | Sequence[Task | str | os.PathLike[str]]

@@ -54,7 +54,7 @@ class EvalSample(Record):
     chunk: int = Field(default=0, ge=0, description="the part file the sample was written in")
     chunk_wall_s: float = Field(default=0.0, ge=0, description="wall-clock seconds of its whole chunk")
     trajectory_id: str = Field(default="", description="the episode's id (veriloop replay takes it)")
-    scene: str = Field(default="", description="sha256 of the final workspace kept in OUT/scenes (failed episodes)")
+    scene: str = Field(default="", description="sha256 of the final workspace kept in OUT/scenes (workspace episodes)")
     environment: str = Field(default="", description="hash of the environment its tools and verifier ran in")
     context_tokens_max: int = Field(default=0, ge=0, description="most tokens in the model's context at a turn's start")
     context_tokens_sum: int = Field(default=0, ge=0, description="context tokens at each turn's start, summed")

@@ -1,8 +1,8 @@
-"""Failure scenes that replay: find a failed episode's kept final workspace and judge it again.
+"""Scenes that replay: find an episode's kept final workspace and judge it again.
 
-An eval run keeps the final workspace of each failed episode in ``OUT/scenes/`` and names it in
-the sample's ``scene``; a training run keeps them in ``OUT/trajectories/scenes/`` with its
-trajectories. ``find_scene`` looks the episode up by its trajectory id in either kind of run
+An eval run keeps the final workspace of each episode on a workspace in ``OUT/scenes/`` and
+names it in the sample's ``scene``; a training run keeps them in ``OUT/trajectories/scenes/``
+with its trajectories. ``find_scene`` looks the episode up by its trajectory id in either kind of run
 directory, with its task (from the run's own task files, or ``tasks`` when given);
 ``replay_scene`` runs the task's verifier on the restored workspace, as the episode's end did.
 """
@@ -20,7 +20,7 @@ from veriloop.core import Response, Score, Snapshot, Task, UserError, inline_for
 
 @dataclass(frozen=True)
 class Scene:
-    """A failed episode as its run recorded it."""
+    """An episode on a workspace as its run recorded it."""
 
     trajectory_id: str
     task: Task
@@ -57,14 +57,16 @@ def find_scene(run: str | os.PathLike[str], trajectory_id: str, tasks: Sequence[
         score = match.score
         detail = score.detail if score else ""
         record = (match.task_id, match.response, match.reward, bool(score and score.passed), detail, match.scene or "")
-        files = tasks or _training_task_files(root)
+        files = tasks or training_task_files(root)
         scenes, environment = store.scenes, match.environment or ""
         turns = tuple(turn.text for turn in match.turns if turn.role == "assistant")
     else:
         raise UserError(f"{root}: not an eval run (samples.parquet) or a training run (trajectories/)")
     task_id, response, reward, passed, detail, scene = record
     if not scene:
-        raise UserError(f"trajectory {trajectory_id} kept no scene: it passed, or its episode had no workspace")
+        raise UserError(
+            f"trajectory {trajectory_id} kept no scene: its episode had no workspace, or its run kept failures only"
+        )
     task = _task(files, task_id)
     return Scene(trajectory_id, task, response, reward, passed, detail, scenes.get(scene), environment, turns)
 
@@ -86,10 +88,12 @@ def replay_scene(scene: Scene) -> Score:
     )
 
 
-def _training_task_files(root: Path) -> list[str]:
+def training_task_files(root: Path) -> list[str]:
+    """The task files a training run's ``train_config.json`` names (``data.train`` and the
+    schedule's mixture), as given to the run; [] without that file."""
     path = root / "train_config.json"
     if not path.is_file():
-        raise UserError(f"{root}: no train_config.json to find the task set in; give --tasks")
+        return []
     config = json.loads(path.read_text(encoding="utf-8"))
     files = [config.get("data", {}).get("train", "")]
     files += [d.get("tasks", "") for d in config.get("schedule", {}).get("mixture", []) or [] if isinstance(d, dict)]

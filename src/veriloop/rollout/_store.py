@@ -1,14 +1,15 @@
-"""The trajectory store: an append-only directory of Parquet parts, and the scenes of failures.
+"""The trajectory store: an append-only directory of Parquet parts, and the episodes' scenes.
 
 Each ``append`` writes one new part file atomically (temporary name, fsync, rename), so a run
 killed mid-write loses at most the batch it was writing and never corrupts earlier parts;
 leftover temporary files are ignored by readers. ``table()`` returns everything as one Arrow
 table for ad-hoc queries; ``query`` covers the common filters.
 
-A failed episode that had a workspace leaves a *scene*: its final workspace, kept in a
-``SceneStore`` (``scenes/`` beside the parts) under the sha256 of its archive, so equal final
-workspaces are kept once; the trajectory names it in ``scene``. ``veriloop replay`` restores a
-scene and runs the verifier on it again.
+An episode that had a workspace leaves a *scene*: its final workspace, kept in a ``SceneStore``
+(``scenes/`` beside the parts) under the sha256 of its archive, so equal final workspaces are
+kept once; the trajectory names it in ``scene``. ``veriloop replay`` restores a scene and runs
+the verifier on it again; ``veriloop verify --rescore`` judges every stored episode again, its
+passes included (a verifier fixed after a hack must see the workspaces that fooled it).
 """
 
 from __future__ import annotations
@@ -54,11 +55,10 @@ class SceneStore:
 
 
 def keep_scenes(trajectories: Iterable[Trajectory], scenes: SceneStore) -> list[Trajectory]:
-    """``trajectories``, each failed one with a final workspace naming its kept scene."""
+    """``trajectories``, each one with a final workspace naming its kept scene."""
     kept = []
     for trajectory in trajectories:
-        failed = trajectory.score is None or not trajectory.score.passed
-        if failed and trajectory.final_workspace is not None and trajectory.scene is None:
+        if trajectory.final_workspace is not None and trajectory.scene is None:
             trajectory = trajectory.model_copy(update={"scene": scenes.put(trajectory.final_workspace)})
         kept.append(trajectory)
     return kept

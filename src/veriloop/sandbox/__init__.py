@@ -16,6 +16,7 @@ from veriloop.core import ExecResult, Snapshot
 from veriloop.sandbox import _bwrap_backend, _remote  # noqa: F401  (register the "bwrap" and "remote" backends)
 from veriloop.sandbox._backend import BACKENDS, Backend, BackendSettings, SandboxUnavailable
 from veriloop.sandbox._bwrap import open_shell
+from veriloop.sandbox._environment_layout import check_links, check_variables
 from veriloop.sandbox._environments import (
     Environment,
     build_environment,
@@ -52,6 +53,8 @@ __all__ = [
     "run_code",
     "Environment",
     "build_environment",
+    "check_links",
+    "check_variables",
     "environment_hashes",
     "environment_store",
     "list_environments",

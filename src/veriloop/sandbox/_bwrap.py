@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from veriloop.core import UserError
+from veriloop.sandbox._environment_layout import link_arguments
 from veriloop.sandbox._limits import Limits
 from veriloop.sandbox._python import SandboxPython, find_python
 from veriloop.sandbox._seccomp import seccomp_program
@@ -107,7 +108,7 @@ def _python_mounts(python: SandboxPython) -> list[str]:
         args += ["--ro-bind", path, path]
     for path in python.hidden:
         args += ["--tmpfs", path, "--remount-ro", path]
-    return args
+    return args + link_arguments(dict(python.links))
 
 
 def launch_for(
@@ -158,6 +159,7 @@ def launch_for(
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
+        **dict(python.variables),  # the environment's own (checked when it was built: none of the above)
     }
     for key, value in env.items():
         args += ["--setenv", key, value]

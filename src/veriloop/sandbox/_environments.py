@@ -14,6 +14,10 @@ and stamped with their build time), with the environment's own path written as `
 builds that installed the same files have the same hash. It is recorded on every ExecResult
 of a sandbox on the environment, and on the scores and trajectories made there.
 
+An environment may also add links to the sandbox's root and variables to its runs (a container
+image's working directory and ``ENV``, ``_environment_layout.py``); both are in the manifest
+and in the hash.
+
 Rebuilding a name makes a new directory and then points the manifest at it; the old directory is
 removed, so sandboxes still running on it see their files go.
 """
@@ -30,11 +34,12 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from veriloop.core import UserError, atomic_write
+from veriloop.sandbox._environment_layout import check_links, check_variables
 from veriloop.sandbox._python import SandboxPython, find_python
 
 ENV_DIR_VARIABLE = "VERILOOP_ENV_DIR"
@@ -82,6 +87,8 @@ class Environment:
     warm: tuple[str, ...]  # modules a sandbox's warm interpreter imports before its first run
     size_bytes: int
     built_at: str
+    links: dict[str, str] = field(default_factory=dict)  # path in the sandbox -> target (_environment_layout.py)
+    variables: dict[str, str] = field(default_factory=dict)  # set in every run on it
 
     @property
     def python(self) -> str:
@@ -148,6 +155,8 @@ def environment_python(environment: Environment) -> SandboxPython:
         executable=environment.python,
         binds=(*base.binds, environment.path),
         warm=environment.warm,
+        links=tuple(environment.links.items()),
+        variables=tuple(environment.variables.items()),
     )
 
 
@@ -178,9 +187,10 @@ def remove_environment(name: str) -> Environment:
     return environment
 
 
-def environment_hash(path: Path) -> str:
+def environment_hash(path: Path, links: dict[str, str] | None = None, variables: dict[str, str] | None = None) -> str:
     """sha256 over the environment's entries in path order: name, kind, executable bit, content
-    (link targets for links), with ``path`` itself written as ``<env>``."""
+    (link targets for links), with ``path`` itself written as ``<env>``; then its ``links`` and
+    ``variables``, when it has any (so an environment without them hashes as before they existed)."""
     digest = hashlib.sha256()
     own = str(path).encode()
     for root, dirs, files in os.walk(path):
@@ -200,6 +210,9 @@ def environment_hash(path: Path) -> str:
             content = content.replace(own, _PLACEHOLDER)
             digest.update(b"%s\0%s\0%d\0" % (relative, kind, len(content)))
             digest.update(content)
+    if links or variables:
+        layout = json.dumps({"links": links or {}, "variables": variables or {}}, sort_keys=True)
+        digest.update(b"\0layout\0" + layout.encode())
     return digest.hexdigest()
 
 
@@ -211,15 +224,20 @@ def build_environment(
     warm: Sequence[str] | None = None,
     python: str | None = None,
     log: Callable[[str], None] = lambda line: None,
+    links: dict[str, str] | None = None,
+    variables: dict[str, str] | None = None,
 ) -> Environment:
     """Build ``name`` from the package registry and return it (UserError when pip fails).
 
     ``warm`` lists the modules to pre-import (default: the import names of ``packages`` and of
-    the requirement file's packages); every one must import in the new environment.
+    the requirement file's packages); every one must import in the new environment. ``links``
+    and ``variables`` shape every sandbox on it (``_environment_layout.py``); with either, the
+    environment may hold no packages.
     """
     check_name(name)
+    links, variables = check_links(links or {}), check_variables(variables or {})
     specifiers = [*packages, *(_requirement_names(requirements) if requirements else ())]
-    if not specifiers:
+    if not specifiers and not links and not variables:
         raise UserError("env build: give --packages PACKAGE... or --requirements FILE")
     base = find_python(python)
     root = environment_store()
@@ -229,18 +247,19 @@ def build_environment(
         _run([base.executable, "-I", "-m", "venv", "--without-pip", str(target)], "make the virtual environment", log)
         for script in (target / "bin").glob("[aA]ctivate*"):
             script.unlink()  # for shells, not sandboxes; they name the directory, so no two builds would hash alike
-        pip = [sys.executable, "-m", "pip", "--python", f"{target}/bin/python", "install", "--no-input"]
-        pip += ["--disable-pip-version-check", "--progress-bar", "off", *packages]
-        if requirements is not None:
-            pip += ["-r", str(requirements)]
-        _run(pip, "install the packages", log)
+        if specifiers:
+            pip = [sys.executable, "-m", "pip", "--python", f"{target}/bin/python", "install", "--no-input"]
+            pip += ["--disable-pip-version-check", "--progress-bar", "off", *packages]
+            if requirements is not None:
+                pip += ["-r", str(requirements)]
+            _run(pip, "install the packages", log)
         probe = _probe(target, [_project_name(s) for s in specifiers])
         modules = tuple(warm) if warm is not None else tuple(probe["tops"])
         _check_imports(target, modules)
         _publish_readable(target)
         environment = Environment(
             name=name,
-            hash=environment_hash(target),
+            hash=environment_hash(target, links, variables),
             path=str(target),
             python_version=probe["version"],
             base_python=base.executable,
@@ -249,6 +268,8 @@ def build_environment(
             warm=modules,
             size_bytes=_tree_size(target),
             built_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            links=links,
+            variables=variables,
         )
     except BaseException:
         _remove_tree(target)

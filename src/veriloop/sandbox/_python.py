@@ -39,6 +39,8 @@ class SandboxPython:
     binds: tuple[str, ...]  # directories outside /usr to mount read-only
     hidden: tuple[str, ...]  # site-packages directories covered by an empty mount
     warm: tuple[str, ...] = ()  # modules to import before the first run, beyond the standard ones
+    links: tuple[tuple[str, str], ...] = ()  # (path, target): links its environment adds to the root
+    variables: tuple[tuple[str, str], ...] = ()  # (name, value): variables its environment sets in every run
 
 
 def _world_reachable(path: Path) -> bool:

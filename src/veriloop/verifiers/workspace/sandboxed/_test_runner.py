@@ -22,8 +22,14 @@ Another command runs as one child process with the workspace's code in it, and m
 XML to the path in ``$VERILOOP_REPORT`` (``{report}`` in its arguments is replaced by it): that
 report comes from the process that runs the code, which can write it as it likes.
 
-The answer is one JSON line on stdout: the cases found (file, class, name, outcome), the
-command's exit code and the tail of its output.
+With a ``reward_dir`` (the ``reward_script`` kind) the command is a script that writes its
+reward to ``reward.txt`` (a number) or ``reward.json`` in that folder, as Harbor's ``test.sh``
+does: the folder (its real path, through any link of the environment) is made and emptied of
+both files before the script starts, the script runs with the task's variables, and the files'
+text is read once every process of the run has ended.
+
+The answer is one JSON line on stdout: the cases found (file, class, name, outcome), or the
+reward files' text, the command's exit code and the tail of its output.
 """
 
 import ctypes
@@ -31,6 +37,7 @@ import json
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -38,6 +45,9 @@ import time
 import xml.etree.ElementTree as ElementTree
 
 SETTINGS = {}  # filled in by the host: command, test_files, trusted, hidden, scripts, timeout_s, output_chars
+# (and for a reward script: reward_dir, variables)
+REWARD_FILES = ("reward.txt", "reward.json")
+REWARD_CHARS = 4096
 PR_SET_DUMPABLE = 4
 PYTEST_INI = "[pytest]\npythonpath = %s\naddopts =\n"  # the workspace on the path, as `python -m pytest` puts it
 
@@ -189,7 +199,9 @@ def main():
     env = dict(os.environ, VERILOOP_REPORT=report)
     env.pop("PYTHONPATH", None)
     answer = {"cases": [], "refused": [], "exit_code": None, "output": "", "problem": ""}
-    if runs_pytest(SETTINGS["command"]):
+    if SETTINGS.get("reward_dir"):
+        run_reward_script(env, answer)
+    elif runs_pytest(SETTINGS["command"]):
         reading, writing = os.pipe()
         lines = []
         reader = threading.Thread(target=read_lines, args=(reading, lines), daemon=True)
@@ -208,6 +220,47 @@ def main():
             answer["cases"], answer["problem"] = report_cases(report)
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
+
+
+def run_reward_script(env, answer):
+    """Run the command as a reward script and put the reward files' text in ``answer``."""
+    folder = os.path.realpath(SETTINGS["reward_dir"])
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for name in REWARD_FILES:
+            remove(os.path.join(folder, name))
+    except OSError as exc:
+        answer["problem"] = "cannot prepare the reward folder %s: %s" % (SETTINGS["reward_dir"], exc.strerror)
+        return
+    env.update(SETTINGS.get("variables", {}))
+    run(list(SETTINGS["command"]), env, (), answer)
+    kill_the_rest()
+    answer["rewards"] = {name: read_text(os.path.join(folder, name)) for name in REWARD_FILES}
+
+
+def remove(path):
+    """Delete whatever is at ``path`` (a file, a link or a folder), if anything."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        for root, dirs, files in os.walk(path, topdown=False):
+            for name in files:
+                os.unlink(os.path.join(root, name))
+            for name in dirs:
+                os.rmdir(os.path.join(root, name))
+        os.rmdir(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def read_text(path):
+    """The first ``REWARD_CHARS`` characters of a regular file at ``path``, or None."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None  # a pipe or device the script left there
+        return handle.read(REWARD_CHARS).decode("utf-8", "replace")
 
 
 def report_cases(report):
