@@ -12,8 +12,8 @@ read with ``ast`` and never evaluated); ``_function_calls`` reads them. The answ
   is a parameter of the function that the expected call names, each argument's type and value
   fit (``_bfcl_values``: BFCL's type mapping, its int-for-float leniency, its string
   normalisation), and every expected argument that may not be left out is given;
-- with no call expected (``answers: []``, BFCL's irrelevance categories), the answer says so in
-  words and calls nothing, in any form.
+- with no call expected (``answers: []``, BFCL's irrelevance categories), the answer is not
+  empty and calls nothing, in any form (words that decline, or ``[]``).
 
 An answer that cannot be read scores 0 with feedback saying why (the model's fault, never an
 infra error). Feedback names what is wrong without showing the accepted values.
@@ -27,7 +27,6 @@ answer, fails the irrelevance categories (BFCL reads only the whole text as a ca
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
@@ -137,7 +136,7 @@ def match_problem(calls: list[Call], config: BfclConfig) -> str | None:
 
 def _no_call_expected(config: BfclConfig, response: str) -> Verdict:
     offered = [function["name"] for function in config.functions]
-    if not re.search(r"\w", response):
+    if not response.strip():
         return Verdict(
             0.0,
             False,

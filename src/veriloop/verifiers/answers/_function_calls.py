@@ -15,9 +15,9 @@ One answer gives one list of calls, written either way:
 Where the calls stand: the whole answer (surrounding whitespace and backticks aside), its one
 fenced code block, or its ``<tool_call>...</tool_call>`` blocks (the calls of every block, in
 order: one block per call is the usual way). Text around a fenced block or the tags is allowed,
-but it may hold nothing that looks like another call: an offered function's name followed by
-``(`` and a named argument or ``)``, or a ``"name"``/``"function"`` key naming an offered
-function. Two call lists in one answer are a hedge, not an answer.
+but it may hold nothing that looks like another call: a name followed by ``(`` and a named
+argument (``f(a=``), an offered function's name followed by ``()``, or a ``"name"``/``"function"``
+key with a string value. Two call lists in one answer are a hedge, not an answer.
 
 Refused with ``UnreadableCalls`` (its message says why, for the model): positional or ``**``
 arguments; any expression as a value (``2+3``, a bare name, a call such as ``__import__("os")``,
@@ -57,22 +57,19 @@ class UnreadableCalls(ValueError):
     """The answer holds no readable list of calls; the message says why, in words for the model."""
 
 
-def read_calls(text: str, offered: Iterable[str]) -> list[Call]:
+def read_calls(text: str, offered: Iterable[str] = ()) -> list[Call]:
     """The calls an answer makes, in order (see the module docstring); raises UnreadableCalls.
-
-    ``offered``: the names of the functions the task offers, used only to spot a second call
-    list in the text around the one read."""
-    names = list(offered)
+    ``offered``: the names of the task's functions, whose calls without arguments (``f()``) also
+    count as a second call list in the text around the one read."""
     sources, rest = _sources(text)
-    if rest and _call_fragment(rest, names):
+    if rest and _call_fragment(rest, offered):
         raise UnreadableCalls("the text around the calls holds another call; give one list of calls and nothing else")
     return [call for source in sources for call in _read_source(source)]
 
 
-def holds_call(text: str, offered: Iterable[str]) -> bool:
+def holds_call(text: str, offered: Iterable[str] = ()) -> bool:
     """Whether an answer calls a function in any form read here: a readable non-empty call list
     in the whole text, a fenced block or ``<tool_call>`` tags, or a call written inside prose."""
-    names = list(offered)
     candidates = [text, *_TOOL_CALL.findall(text), *_FENCE.findall(text)]
     for candidate in candidates:
         try:
@@ -80,7 +77,7 @@ def holds_call(text: str, offered: Iterable[str]) -> bool:
                 return True
         except UnreadableCalls:
             continue
-    return "<tool_call>" in text or _call_fragment(text, names)
+    return "<tool_call>" in text or _call_fragment(text, offered)
 
 
 def _sources(text: str) -> tuple[list[str], str]:
@@ -96,15 +93,18 @@ def _sources(text: str) -> tuple[list[str], str]:
     return [text], ""
 
 
-def _call_fragment(text: str, offered: list[str]) -> bool:
-    """Whether ``text`` writes a call of an offered function, in Python or JSON form."""
-    for name in offered:
-        escaped = re.escape(name)
-        if re.search(rf"(?<![\w.]){escaped}\s*\(\s*(?:[A-Za-z_]\w*\s*=|\))", text):
-            return True
-        if re.search(rf'"(?:name|function)"\s*:\s*"{escaped}"', text):
-            return True
-    return False
+_CALL_FRAGMENTS = (
+    re.compile(r"(?<![\w.])[A-Za-z_][\w.]*\s*\(\s*[A-Za-z_]\w*\s*=(?!=)"),  # f(a=... in Python
+    re.compile(r'"(?:name|function)"\s*:\s*"'),  # {"name": "f", ... in JSON
+)
+
+
+def _call_fragment(text: str, offered: Iterable[str]) -> bool:
+    """Whether ``text`` writes a call with a named argument (``f(a=``), a JSON call object's name,
+    or a call of an offered function without arguments (``f()``)."""
+    if any(pattern.search(text) for pattern in _CALL_FRAGMENTS):
+        return True
+    return any(re.search(rf"(?<![\w.]){re.escape(name)}\s*\(\s*\)", text) for name in offered)
 
 
 def _read_source(source: str) -> list[Call]:

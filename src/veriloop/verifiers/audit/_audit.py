@@ -23,6 +23,7 @@ from veriloop.verifiers.audit import _exploits_reasoning_gym  # noqa: F401  (reg
 from veriloop.verifiers.audit import _exploits_math  # noqa: F401  (registers its adapter)
 from veriloop.verifiers.audit import _exploits_cad, _exploits_documents  # noqa: F401  (register their adapters)
 from veriloop.verifiers.audit import _exploits_workspace  # noqa: F401  (registers its adapter)
+from veriloop.verifiers.audit import _exploits_bfcl  # noqa: F401  (registers its adapter and honest forms)
 from veriloop.verifiers._batch import verify_many
 from veriloop.verifiers.audit._exploits import (
     PAID_FOR_NOTHING,
