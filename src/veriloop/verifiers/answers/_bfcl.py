@@ -130,7 +130,9 @@ def match_problem(calls: list[Call], config: BfclConfig) -> str | None:
         if not assign(expected, set()):
             name = next(iter(config.answers[expected]))
             same = [problem for call, problem in zip(calls, row) if call.name == name]
-            return same[0] if same and same[0] else f"no call of {name} fits the request"
+            if not same:
+                return row[0] if len(row) == 1 else f"no call of {name} fits the request"
+            return same[0] or f"no call of {name} fits the request"
     return None
 
 

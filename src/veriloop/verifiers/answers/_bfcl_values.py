@@ -72,6 +72,7 @@ def type_problem(value: Any, accepted: list[Any], declared: type, items: type | 
             if type(candidate) is list and not all(type_problem(v, candidate, items, None)[0] for v in value):
                 continue
             return True, variable
+        return False, False  # BFCL's nested failure stands whatever the accepted values' type
     if answer_type is not None and type(value) is answer_type:
         return True, True
     return False, False

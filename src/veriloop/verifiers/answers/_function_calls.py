@@ -22,7 +22,7 @@ key with a string value. Two call lists in one answer are a hedge, not an answer
 Refused with ``UnreadableCalls`` (its message says why, for the model): positional or ``**``
 arguments; any expression as a value (``2+3``, a bare name, a call such as ``__import__("os")``,
 a subscript, an f-string, a lambda); non-finite numbers; a key given twice in one object (JSON,
-or a Python dict; a repeated keyword is a syntax error); JSON that is not standard (``NaN``);
+or a Python dict, or a keyword argument); JSON that is not standard (``NaN``);
 two fenced blocks; nesting too deep to read.
 """
 
@@ -206,6 +206,8 @@ def _python_call(node: ast.expr) -> Call:
     for keyword in node.keywords:
         if keyword.arg is None:
             raise UnreadableCalls(f"{name}: name every argument; ** is not read")
+        if keyword.arg in arguments:
+            raise UnreadableCalls(f"{name}: the argument {keyword.arg!r} is given more than once")
         arguments[keyword.arg] = _literal(keyword.value, f"{name}({keyword.arg}=...)")
     return Call(name, arguments)
 
