@@ -251,6 +251,10 @@ def test_config_refuses_what_it_cannot_check():
         config(functions=[{**WEATHER, "parameters": {"properties": {"city": {"type": "Point"}}}}], answers=[])
     with pytest.raises(ValidationError, match="not among the functions"):
         config(answers=[{"clock": {}}])
+    with pytest.raises(ValidationError, match="needs parameters.properties"):
+        config(functions=[{"name": "f", "parameters": "none"}], answers=[])
+    with pytest.raises(ValidationError, match="must be a list of parameter names"):
+        config(functions=[{**WEATHER, "parameters": {**WEATHER["parameters"], "required": "city"}}], answers=[])
     with pytest.raises(ValidationError, match="share a name"):
         config(functions=[WEATHER, WEATHER], answers=[])
     with pytest.raises(ValidationError, match="one {function"):

@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
-from functools import cache
 from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from pydantic import Field, field_validator
 
 from veriloop.core import Response, Task, UserError
 from veriloop.tasks._sources import SourceOptions, register_importer
+from veriloop.verifiers import verify
 
 PACKAGE = "bfcl-eval"
 CATEGORIES = {
@@ -132,7 +132,6 @@ def package_version() -> str:
     return package_metadata.version(PACKAGE)
 
 
-@cache
 def _rows(path: Path) -> tuple[dict[str, Any], ...]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -214,8 +213,6 @@ def gold_calls(functions: list[dict[str, Any]], answers: list[dict[str, dict[str
 
 
 def _task(category: str, entry: dict[str, Any], answers: list[dict[str, Any]], options: BfclOptions) -> Task:
-    from veriloop.verifiers import verify
-
     functions = entry["function"]
     task = Task(
         id=f"bfcl/{category}/{entry['id']}",
@@ -232,6 +229,8 @@ def _task(category: str, entry: dict[str, Any], answers: list[dict[str, Any]], o
         },
     )
     score = verify(task, Response(id="gold", task_id=task.id, response=task.gold))
+    if score.status == "infra_error":
+        raise UserError(f"{PACKAGE} {package_version()}: entry {entry['id']} cannot be checked: {score.detail}")
     if score.passed:
         return task
     metadata = {**task.metadata, "unanswerable": score.detail}

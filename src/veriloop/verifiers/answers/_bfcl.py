@@ -55,20 +55,14 @@ class BfclConfig(VerifierConfig):
 
     @field_validator("functions")
     @classmethod
-    def _known_types(cls, functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _valid_functions(cls, functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         names = [function.get("name") for function in functions]
         if not all(isinstance(name, str) and name for name in names):
             raise ValueError("every function needs a name")
         if len(set(names)) != len(names):
             raise ValueError("two functions share a name")
         for function in functions:
-            properties = function.get("parameters", {}).get("properties")
-            if not isinstance(properties, dict):
-                raise ValueError(f"function {function['name']!r} needs parameters.properties")
-            for parameter, spec in properties.items():
-                if spec.get("type", "any") not in PYTHON_TYPES:
-                    known = ", ".join(PYTHON_TYPES)
-                    raise ValueError(f"{function['name']}.{parameter}: type {spec.get('type')!r} is not one of {known}")
+            _check_parameters(function["name"], function.get("parameters"))
         return functions
 
     @model_validator(mode="after")
@@ -81,6 +75,21 @@ class BfclConfig(VerifierConfig):
             if name not in offered:
                 raise ValueError(f"an expected call names {name!r}, which is not among the functions")
         return self
+
+
+def _check_parameters(name: str, parameters: Any) -> None:
+    """A ValueError unless ``parameters`` holds ``properties`` (each with a known type) and a list
+    of ``required`` names."""
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    if not isinstance(properties, dict) or not all(isinstance(spec, dict) for spec in properties.values()):
+        raise ValueError(f"function {name!r} needs parameters.properties, an object of parameter objects")
+    for parameter, spec in properties.items():
+        if spec.get("type", "any") not in PYTHON_TYPES:
+            known = ", ".join(PYTHON_TYPES)
+            raise ValueError(f"{name}.{parameter}: type {spec.get('type')!r} is not one of {known}")
+    required = parameters.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(item, str) for item in required):
+        raise ValueError(f"function {name!r}: parameters.required must be a list of parameter names")
 
 
 def call_problem(call: Call, expected: dict[str, dict[str, list[Any]]], function: dict[str, Any]) -> str | None:
