@@ -48,8 +48,8 @@ class BfclConfig(VerifierConfig):
         "parameters {type, properties: {name: {type, items?, ...}}, required}"
     )
     answers: list[dict[str, dict[str, list[Any]]]] = Field(
-        description="one entry per expected call, {function: {parameter: [accepted values]}} as BFCL's "
-        "possible answers write it ('' among the values: it may be left out); [] expects no call at all"
+        description="one entry per expected call, {function: {parameter: list of accepted values}} as BFCL's "
+        "possible answers write it ('' among the values: it may be left out); an empty list expects no call"
     )
     max_chars: int = Field(default=20_000, ge=1, description="longer answers score 0 unread")
 
