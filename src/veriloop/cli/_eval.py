@@ -11,8 +11,15 @@ def eval_(
     model: str = typer.Option(
         ..., "--model", help="HF model directory (or training run / checkpoint), or openai:MODEL@URL"
     ),
-    tasks: list[Path] = typer.Option(..., "--tasks", help="task set(s); several files may follow one --tasks"),
+    tasks: list[Path] = typer.Option([], "--tasks", help="task set(s); several files may follow one --tasks"),
     more_tasks: list[Path] = typer.Argument(None, hidden=True, help="further task files after --tasks"),
+    benchmark: str | None = typer.Option(
+        None,
+        "--benchmark",
+        help="a benchmark of the shelf instead of --tasks: humaneval, gsm-symbolic, bfcl:CATEGORY "
+        "(its source and package version go into the summary)",
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="with --benchmark: only its first N tasks"),
     samples: int = typer.Option(1, "--samples", min=1, help="samples per task (K); pass@k is reported for k <= K"),
     out: Path = typer.Option(..., "--out", help="output directory; an interrupted eval resumes here"),
     temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="sampling temperature (0: greedy)"),
@@ -62,7 +69,7 @@ def eval_(
         help="with --tools, open each prompt with a system message describing them (off for models that learnt the tags)",
     ),
 ) -> int:
-    """Evaluate a model on task sets; writes OUT/summary.json and OUT/samples.parquet.
+    """Evaluate a model on task sets or a benchmark; writes OUT/summary.json and OUT/samples.parquet.
 
     One row per sample; the summary has pass@1 with a 95% interval, pass@k for k <= K,
     per-domain figures, infra errors counted apart, tokens and times. Killed and started again
@@ -77,6 +84,7 @@ def eval_(
     from veriloop.evaluation import eval_episode_config, run_eval
 
     load_plugins(plugins)
+    task_inputs, benchmark_record = _task_inputs([*tasks, *(more_tasks or [])], benchmark, limit)
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     columns = [TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
@@ -84,7 +92,7 @@ def eval_(
         bar = progress.add_task("tasks", total=None)
         summary = run_eval(
             model,
-            [*tasks, *(more_tasks or [])],
+            task_inputs,
             samples=samples,
             out=out,
             temperature=temperature,
@@ -110,6 +118,7 @@ def eval_(
             too_long=too_long,
             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
             on_warning=lambda line: err.print(f"warning: {line}", style="yellow", markup=False),
+            benchmark=benchmark_record,
         )
     for line in summary_lines(summary):
         err.print(line, markup=False)
@@ -118,6 +127,23 @@ def eval_(
         err.print(f"error: no sample was scored (every one is an infra error): {causes}", style="red", markup=False)
         return 1
     return 0
+
+
+def _task_inputs(files: list[Path], benchmark: str | None, limit: int | None) -> tuple[list, dict | None]:
+    """The tasks to evaluate: the given files, or a benchmark's tasks with its record."""
+    from veriloop.core import UserError
+
+    if benchmark is not None and files:
+        raise UserError("--benchmark and --tasks are mutually exclusive: give one of them")
+    if benchmark is None:
+        if not files:
+            raise UserError("nothing to evaluate: give --tasks FILE or --benchmark NAME")
+        if limit is not None:
+            raise UserError("--limit goes with --benchmark; to evaluate part of a task file, write that part")
+        return list(files), None
+    from veriloop.evaluation import benchmark_tasks
+
+    return benchmark_tasks(benchmark, limit)
 
 
 def summary_lines(summary: dict) -> list[str]:
@@ -130,6 +156,10 @@ def summary_lines(summary: dict) -> list[str]:
         + (f"  pass@{k} {summary['pass@k'][k]:.3f}" if k != "1" and k in summary["pass@k"] else "")
         + f"  on {summary['tasks']} tasks x {k} samples"
     ]
+    if "benchmark" in summary:
+        mark = summary["benchmark"]
+        part = "" if mark["complete"] else f", first {mark['tasks']} tasks only: not comparable with full-set figures"
+        lines.append(f"  benchmark {mark['name']} ({mark['package']} {mark['version']}{part})")
     for domain, block in summary["domains"].items():
         shown = "n/a" if block["pass@1"] is None else f"{block['pass@1']:.3f}"
         lines.append(f"  {domain:<24} pass@1 {shown}  ({block['tasks']} tasks)")

@@ -17,11 +17,18 @@ _FORCE_HELP = "replace OUT if it exists and is not empty"
 def init_tiny(
     out: Path = typer.Option(..., "--out", help="directory to write the model to"),
     seed: int = typer.Option(0, "--seed", help="seed for the tokenizer corpus and the weights"),
+    max_positions: int = typer.Option(
+        1024,
+        "--max-positions",
+        min=64,
+        max=65536,
+        help="context length in tokens (long prompts, e.g. BFCL's, need 4096)",
+    ),
 ) -> int:
     """A tiny Qwen2 model (about 1M parameters) with its BPE tokenizer, built here without downloads."""
     from veriloop.training import TinyModelSpec, init_tiny_model
 
-    path = init_tiny_model(out, TinyModelSpec(seed=seed))
+    path = init_tiny_model(out, TinyModelSpec(seed=seed, max_positions=max_positions))
     typer.echo(f"tiny model written to {path}")
     return 0
 

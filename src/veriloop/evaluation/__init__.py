@@ -14,6 +14,7 @@ from veriloop.evaluation._agreement import (
     false_pass_failures,
 )
 from veriloop.evaluation._judgments import VERDICTS, Judgment, JudgmentStore, Verdict, verifier_version
+from veriloop.evaluation._benchmarks import BENCHMARKS, Benchmark, benchmark_tasks
 from veriloop.evaluation._compare import MIN_TASKS, Comparison, DomainDelta, Flip, compare, paired_bootstrap
 from veriloop.evaluation._failures import export_failures, failed_tasks
 from veriloop.evaluation._overlap import DEFAULT_NGRAM, OverlapReport, overlap
@@ -58,6 +59,9 @@ from veriloop.evaluation._samples import (
 from veriloop.evaluation._summary import score_block, summarize, task_set_hash
 
 __all__ = [
+    "BENCHMARKS",
+    "Benchmark",
+    "benchmark_tasks",
     "AgreementBlock",
     "AgreementReport",
     "Judgment",

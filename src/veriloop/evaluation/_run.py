@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import Field
 
-from veriloop.core import Record, Task, Trajectory, UserError, atomic_write, write_parquet
+from veriloop.core import Record, Task, Trajectory, UserError, atomic_write, write_parquet, write_records
 from veriloop.evaluation._failures import export_failures as write_failures
 from veriloop.evaluation._overlap import DEFAULT_NGRAM, OverlapReport, overlap
 from veriloop.evaluation._run_registry import RunRegistry, default_registry_path
@@ -32,6 +32,7 @@ from veriloop.tasks import load_tasks, question_text
 PARTS_DIR = "parts"
 SCENES_DIR = "scenes"  # final workspaces of the episodes, by sha256 (veriloop replay, verify --rescore)
 SEED_STRIDE = 7919  # the rollout's per-task seed stride: chunk seeds continue the global sequence
+BENCHMARK_TASKS = "benchmark-tasks.jsonl"  # a benchmark's tasks as run, for report, review and replay
 
 TaskInput = str | os.PathLike[str] | Sequence[Task | str | os.PathLike[str]]
 
@@ -49,6 +50,9 @@ class EvalSettings(Record):
     chunk_size: int = Field(ge=1)
     episode: dict[str, Any]
     environments: dict[str, str] = Field(default_factory=dict, description="name -> hash of each task environment")
+    benchmark: dict[str, Any] | None = Field(
+        default=None, description="the shelf benchmark the tasks come from: name, source, package version, limit"
+    )
 
 
 def environment_hashes(tasks: Sequence[Task]) -> dict[str, str]:
@@ -313,6 +317,7 @@ def run_eval(
     on_progress: Callable[[int, int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
     too_long: str = "skip",
+    benchmark: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``model`` on ``tasks`` with ``samples`` samples per task; returns the summary.
 
@@ -328,6 +333,9 @@ def run_eval(
     failed tasks with verifier feedback as a task set. Tasks whose prompt leaves no room for
     ``max_tokens`` in the model's context are skipped and listed (``too_long="skip"``) or
     refused (``"error"``); text-level engines cannot count tokens and are not checked.
+    ``benchmark``: the record of the shelf benchmark the tasks come from (``benchmark_tasks``),
+    kept in the settings and the summary; its tasks are written to ``out/benchmark-tasks.jsonl``
+    and listed as the run's task file.
     """
     if samples < 1:
         raise UserError(f"samples must be at least 1, got {samples}")
@@ -345,6 +353,8 @@ def run_eval(
     try:
         episode = episode or eval_episode_config(temperature, max_tokens)
         task_list, skipped = _fit_context(task_list, engine, episode, too_long, on_warning)
+        if benchmark is not None and not files:
+            files = [str(out / BENCHMARK_TASKS)]
         settings = EvalSettings(
             model=label,
             engine=engine.name,
@@ -356,8 +366,11 @@ def run_eval(
             chunk_size=chunk_size,
             episode=episode.model_dump(mode="json"),
             environments=environment_hashes(task_list),
+            benchmark=dict(benchmark) if benchmark is not None else None,
         )
         _claim(out, settings)
+        if benchmark is not None and files == [str(out / BENCHMARK_TASKS)]:
+            write_records(out / BENCHMARK_TASKS, task_list)
         if (out / SAMPLES_FILE).is_file() and (out / SUMMARY_FILE).is_file():
             rows = read_samples(out / SAMPLES_FILE)
             summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
@@ -460,6 +473,8 @@ def _finish(
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "out": str(out),
     }
+    if settings.benchmark is not None:
+        summary["benchmark"] = settings.benchmark
     if settings.episode.get("max_tokens_by_domain"):
         summary["max_tokens_by_domain"] = settings.episode["max_tokens_by_domain"]
     if skipped:

@@ -3,6 +3,7 @@
 from veriloop.tasks._validate import TaskSetCheck, check_task, check_task_file, load_tasks
 from veriloop.tasks import generators, importers  # noqa: F401  (registers the generators and importers)
 from veriloop.tasks.generators._cad_parts import CAD_ENVIRONMENT_PACKAGES
+from veriloop.tasks.importers._bfcl import CATEGORIES as BFCL_CATEGORIES
 from veriloop.tasks._contamination import (
     ContaminationReport,
     Overlap,
@@ -24,6 +25,7 @@ from veriloop.tasks._sources import (
 )
 
 __all__ = [
+    "BFCL_CATEGORIES",
     "GENERATORS",
     "IMPORTERS",
     "ContaminationReport",

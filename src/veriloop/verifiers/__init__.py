@@ -5,10 +5,12 @@ from veriloop.verifiers.code import _python_tests, _stdio  # noqa: F401  (regist
 from veriloop.verifiers import _combine  # noqa: F401
 from veriloop.verifiers.answers import _json_schema, _math, _numeric, _reasoning_gym, _turn_constraints  # noqa: F401
 from veriloop.verifiers.answers import _document_fields  # noqa: F401  (registers document_fields)
+from veriloop.verifiers.answers import _bfcl  # noqa: F401  (registers bfcl)
 from veriloop.verifiers.cad import _cad_geometry  # noqa: F401  (registers cad_geometry)
 from veriloop.verifiers.workspace import _reward_script, _workspace_checks, _workspace_tests  # noqa: F401  (registers the workspace kinds)
 from veriloop.verifiers.judge import _judge  # noqa: F401  (registers judge)
 from veriloop.verifiers._combine import AllOfConfig, CheckSpec, WeightedConfig
+from veriloop.verifiers.answers._bfcl import BfclConfig
 from veriloop.verifiers.answers._document_fields import DocumentFieldsConfig, Identity
 from veriloop.verifiers.cad._cad_geometry import CadGeometryConfig
 from veriloop.verifiers.answers._json_schema import JsonSchemaConfig
@@ -57,6 +59,7 @@ __all__ = [
     "AllOfConfig",
     "AuditReport",
     "AuditRow",
+    "BfclConfig",
     "EXPLOIT_ADAPTERS",
     "EXPLOIT_CATEGORIES",
     "Exploit",

@@ -1,7 +1,7 @@
 """Task importers: each module registers one or more importers with
 ``veriloop.tasks.register_importer`` when imported, under the names ``veriloop tasks import``
 takes (``reasoning-gym``, ``jsonl``, ``verl-parquet``, ``humaneval``, ``terminal-jsonl``,
-``financial-docs``, ``harbor``). ``_rows`` turns rows of a user's file into checked tasks, reporting every
+``financial-docs``, ``harbor``, ``bfcl``). ``_rows`` turns rows of a user's file into checked tasks, reporting every
 bad row with its line number; the file importers build on it. The ``financial-docs`` importer
 asks for answers in its generator's format (``generators._financial_docs.ANSWER_FORMAT``).
 ``harbor`` reads Harbor task folders, their Dockerfiles through ``_dockerfile``.
@@ -13,5 +13,6 @@ from veriloop.tasks.importers import _humaneval  # noqa: F401
 from veriloop.tasks.importers import _terminal  # noqa: F401  (terminal-jsonl)
 from veriloop.tasks.importers import _financial  # noqa: F401  (financial-docs)
 from veriloop.tasks.importers import _harbor  # noqa: F401  (harbor)
+from veriloop.tasks.importers import _bfcl  # noqa: F401  (bfcl)
 
 __all__: list[str] = []

@@ -64,6 +64,12 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
 
 
+def json_decoder() -> json.JSONDecoder:
+    """The reader of standard JSON used here: it raises RefusedJson for NaN, Infinity, numbers too
+    large for a float and a key repeated in one object."""
+    return _DECODER
+
+
 class JsonSchemaConfig(VerifierConfig):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -11,7 +11,9 @@ one keeps the answer's value and changes only its form:
 - ``numeric``: ``name: value`` lines, a JSON object whose whole numbers carry a decimal point,
   values with thousands separators, and values followed by a fiscal-period label (``FY2024``);
 - ``json_schema``: the gold value with whole numbers written as ``36.0``, pretty-printed, and in
-  a fenced block.
+  a fenced block;
+- ``bfcl``: the gold calls in Python call syntax and BFCL's, OpenAI's and ``<tool_call>`` JSON
+  forms, fenced, spread over lines, with keys or parallel calls reordered (``_exploits_bfcl``).
 
 A form is rejected when it does not pass (a score below the gold's, or an infra error).
 """
