@@ -169,7 +169,7 @@ class ChatRequest(_Sampling):
         if self.tool_choice == "none" or not self.tools:
             return []
         chosen = self.chosen_function()
-        return [t.model_dump(exclude_none=True) for t in self.tools if chosen is None or t.function.name == chosen]
+        return [t.model_dump(exclude_unset=True) for t in self.tools if chosen is None or t.function.name == chosen]
 
     def message_dicts(self) -> list[dict[str, Any]]:
         return [message.model_dump(exclude_none=True) for message in self.messages]
