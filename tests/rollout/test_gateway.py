@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 
 import httpx
@@ -315,3 +316,25 @@ def test_listening_beyond_loopback_needs_a_token(engine):
         Gateway(engine, host="0.0.0.0")
     with pytest.raises(UserError, match="empty"):
         Gateway(engine, token=" ")
+
+
+@pytest.mark.scale
+@pytest.mark.vllm
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM: make setup-vllm, run with .venv-vllm")
+def test_the_gateway_serves_the_vllm_engine(tiny_model_dir):
+    engine = create_engine("vllm", model=str(tiny_model_dir), kv_cache_bytes=64 * 2**20, max_model_len=512)
+    try:
+        with Gateway(engine) as gateway:
+            openai = client(gateway.episode_url("vllm"))
+            first = openai.chat.completions.create(model="tiny", messages=QUESTION, max_tokens=6, seed=3)
+            history = [
+                *QUESTION,
+                first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "user", "content": "?"},
+            ]
+            openai.chat.completions.create(model="tiny", messages=history, max_tokens=6, seed=4)
+            one, two = gateway.finish("vllm").calls
+        [[direct]] = engine.generate([list(one.prompt_token_ids)], SamplingParams(max_tokens=6, seed=3))
+        assert one.sampled_token_ids == direct.token_ids and two.extends == one.index
+    finally:
+        engine.close()

@@ -67,14 +67,14 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
     position = 0
     for match in _TOOL_CALL.finditer(text):
         call = _tool_call(match.group(1))
-        if call is None:
-            continue
-        kept.append(text[position : match.start()])
-        position = match.end()
-        calls.append(call)
-    kept.append(text[position:])
-    content = "".join(kept).strip() if calls else text
-    return (content or None) if calls else content, calls
+        if call is not None:
+            kept.append(text[position : match.start()])
+            position = match.end()
+            calls.append(call)
+    if not calls:
+        return text, []
+    content = "".join([*kept, text[position:]]).strip()
+    return content or None, calls
 
 
 def _tool_call(block: str) -> dict[str, Any] | None:
@@ -199,28 +199,14 @@ class ChatRenderer:
     def _shown(self, message: dict[str, Any]) -> dict[str, Any]:
         """A request message as the template (or the fallback) receives it."""
         role = "system" if message["role"] == "developer" else message["role"]
-        content = message_text(message.get("content"))
+        shown: dict[str, Any] = {"role": role, "content": message_text(message.get("content"))}
         calls = message.get("tool_calls") or []
         if role == "assistant" and calls and not self.native_tools:
-            content = (
-                "\n".join([content, *map(tool_call_text, calls)]) if content else "\n".join(map(tool_call_text, calls))
-            )
-            return {"role": role, "content": content}
-        shown: dict[str, Any] = {"role": role, "content": content}
-        if role == "assistant" and calls:
-            shown["tool_calls"] = [
-                {
-                    "id": call.get("id", ""),
-                    "type": "function",
-                    "function": {
-                        "name": call["function"]["name"],
-                        "arguments": _arguments_value(call["function"].get("arguments", "{}")),
-                    },
-                }
-                for call in calls
-            ]
-        if role == "tool" and self.native_tools:
-            shown.update({k: message[k] for k in ("tool_call_id", "name") if message.get(k)})
+            shown["content"] = "\n".join([c for c in [shown["content"]] if c] + [tool_call_text(c) for c in calls])
+        elif role == "assistant" and calls:
+            shown["tool_calls"] = [_template_tool_call(call) for call in calls]
+        elif role == "tool" and self.native_tools:
+            shown.update({key: message[key] for key in ("tool_call_id", "name") if message.get(key)})
         return shown
 
     def _turn_end(self) -> str | None:
@@ -232,6 +218,16 @@ class ChatRenderer:
             return None
         at = text.rfind(_PROBE)
         return text[at + len(_PROBE) :] if at >= 0 else None
+
+
+def _template_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool call as chat templates expect it: its arguments an object, not JSON text."""
+    function = call["function"]
+    return {
+        "id": call.get("id", ""),
+        "type": "function",
+        "function": {"name": function["name"], "arguments": _arguments_value(function.get("arguments", "{}"))},
+    }
 
 
 def _with_tools_block(messages: list[dict[str, Any]], block: str) -> list[dict[str, Any]]:

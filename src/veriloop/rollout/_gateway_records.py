@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from veriloop.core import Message, Record, Segment, Trajectory, Turn
+from veriloop.rollout._gateway_chat import message_text
 
 SplitReason = Literal["history_changed", "template"]
 """``history_changed``: the messages continue no recorded reply (an earlier turn was edited,
@@ -178,8 +179,6 @@ def _turns(chain: list[GatewayCall], tokenizer: Any | None) -> list[Turn]:
 
 def _prompt_messages(call: GatewayCall) -> tuple[Message, ...]:
     """The first call's messages as records (text content; tool calls are in the episode record)."""
-    from veriloop.rollout._gateway_chat import message_text
-
     shown = []
     for message in call.messages:
         role = "system" if message.get("role") == "developer" else message.get("role")
