@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veriloop.core import UserError
 from veriloop.rollout._gateway_records import GatewayCall, GatewayEpisode
 
 RECORD_FILE = "episodes.jsonl"
@@ -78,7 +79,10 @@ class EpisodeBook:
     ):
         self.record_path = Path(record_dir) / RECORD_FILE if record_dir is not None else None
         if self.record_path is not None:
-            self.record_path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.record_path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(f"{record_dir}: cannot record episodes there: {exc.strerror or exc}") from None
         self.hold_finished = hold_finished
         self.on_finish = on_finish
         self._open: dict[str, OpenEpisode] = {}
