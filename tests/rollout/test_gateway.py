@@ -177,7 +177,7 @@ def test_a_continued_conversation_trains_the_sampled_ids_not_a_retokenisation(en
 def test_an_edited_history_starts_a_new_context_and_trains_each_token_once(gateway):
     openai = client(gateway.episode_url("edit"))
     first = openai.chat.completions.create(model="tiny", messages=QUESTION, max_tokens=4, seed=1)
-    history = [*QUESTION, first.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "More."}]
+    history = [*QUESTION, first.choices[0].message, {"role": "user", "content": "More."}]  # the client's own object
     openai.chat.completions.create(model="tiny", messages=history, max_tokens=4, seed=2)
     edited = [*QUESTION, {"role": "assistant", "content": "4"}, {"role": "user", "content": "More."}]
     openai.chat.completions.create(model="tiny", messages=edited, max_tokens=4, seed=3)
@@ -287,7 +287,32 @@ def test_other_refusals_are_openai_shaped_too(gateway):
         == "X-Episode-Id"
     )
     assert _error(httpx.get(f"{gateway.base_url}/nowhere"))["code"] == "not_found"
+    assert _error(httpx.get(f"{gateway.base_url}/models/gpt-4o"))["code"] == "model_not_found"
     assert httpx.get(gateway.base_url.replace("/v1", "/episodes/bad id/v1/models")).status_code == 400
+    conflicting = httpx.post(
+        f"{gateway.episode_url('a')}/chat/completions", headers={"X-Episode-Id": "b"}, json={"messages": QUESTION}
+    )
+    assert conflicting.status_code == 400 and "b" in _error(conflicting)["message"]
+    assert gateway.book.open_ids() == []
+
+
+def test_an_episode_is_not_finished_while_a_call_is_being_answered():
+    import threading
+
+    from veriloop.rollout._gateway_episodes import EpisodeBook
+    from veriloop.rollout._gateway_records import GatewayCall
+
+    book = EpisodeBook()
+    episode, number = book.begin("busy")
+    with pytest.raises(ValueError, match="1 calls being answered"):
+        book.finish("busy")
+    call = GatewayCall(index=0, request=number, prompt_token_ids=(1, 2), sampled_token_ids=(3,))
+    threading.Timer(0.2, book.end, args=(episode, [(call, None)])).start()
+    collected = book.collect("busy", timeout_s=30)  # waits for the call, then finishes
+    assert [c.sampled_token_ids for c in collected.calls] == [(3,)] and book.open_ids() == []
+    book.begin("slow")
+    with pytest.raises(TimeoutError):
+        book.collect("slow", timeout_s=0.05)
 
 
 def test_a_body_over_the_cap_is_a_413(engine):
