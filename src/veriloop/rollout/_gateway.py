@@ -70,8 +70,9 @@ class Gateway:
         self.engine = engine
         self.host = host
         self.limits = limits or GatewayLimits()
-        self._on_finish = on_finish
-        self.book = EpisodeBook(Path(record_dir) if record_dir is not None else None, hold_finished, self._finished)
+        self.book = EpisodeBook(
+            Path(record_dir) if record_dir is not None else None, hold_finished, on_finish, self._end_session
+        )
         version = policy_version or (lambda: int(engine.policy_version))
         self.calls = GatewayCalls(engine, model_name, version, self.limits)
         self.app = create_gateway_app(self.calls, self.book, token=token, max_body_bytes=self.limits.max_body_bytes)
@@ -152,12 +153,11 @@ class Gateway:
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
         return uvicorn.Server(config)
 
-    def _finished(self, episode: GatewayEpisode) -> None:
+    def _end_session(self, episode_id: str) -> None:
+        """Free what the engine kept for a finished episode's calls (the ``hf`` engine's keys and values)."""
         end_session = getattr(self.engine, "end_session", None)
         if end_session is not None:
-            end_session(session_key(episode.id))
-        if self._on_finish is not None:
-            self._on_finish(episode)
+            end_session(session_key(episode_id))
 
 
 def check_gateway_access(host: str, token: str | None) -> None:

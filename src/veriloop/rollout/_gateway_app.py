@@ -89,7 +89,7 @@ def create_gateway_app(calls: GatewayCalls, book: EpisodeBook, *, token: str | N
         finally:
             book.end(episode, recorded)
         headers = {"X-Episode-Id": episode.id}
-        done = None if episode.named else BackgroundTask(book.finish_anonymous, episode)
+        done = None if episode.named else BackgroundTask(_finish_anonymous, book, episode)
         if not parsed.stream:
             return JSONResponse(body, headers=headers, background=done)
         chunks = (chat_chunks if isinstance(parsed, ChatRequest) else completion_chunks)(body, parsed.include_usage())
@@ -116,6 +116,11 @@ def create_gateway_app(calls: GatewayCalls, book: EpisodeBook, *, token: str | N
         return {"id": finished.id, "object": "episode", "requests": requests, "calls": len(finished.calls)}
 
     return _Guard(api, token, max_body_bytes)
+
+
+async def _finish_anonymous(book: EpisodeBook, episode: Any) -> None:
+    """Once its answer is sent, on the event loop (a synchronous task would take a worker thread)."""
+    book.finish_anonymous(episode)
 
 
 def _parse(kind: type[ChatRequest] | type[CompletionRequest], body: bytes) -> ChatRequest | CompletionRequest:

@@ -69,13 +69,15 @@ class OpenEpisode:
 
 class EpisodeBook:
     """Open episodes by id; finished ones go to the record file, ``on_finish``, and (those
-    finished over HTTP, when ``hold_finished``) a shelf that ``collect`` takes them from."""
+    finished over HTTP, when ``hold_finished``) a shelf that ``collect`` takes them from.
+    ``end_session`` is called with a named episode's id when it finishes (its engine session)."""
 
     def __init__(
         self,
         record_dir: Path | None = None,
         hold_finished: bool = True,
         on_finish: Callable[[GatewayEpisode], None] | None = None,
+        end_session: Callable[[str], None] | None = None,
     ):
         self.record_path = Path(record_dir) / RECORD_FILE if record_dir is not None else None
         if self.record_path is not None:
@@ -85,6 +87,7 @@ class EpisodeBook:
                 raise UserError(f"{record_dir}: cannot record episodes there: {exc.strerror or exc}") from None
         self.hold_finished = hold_finished
         self.on_finish = on_finish
+        self.end_session = end_session
         self._open: dict[str, OpenEpisode] = {}
         self._held: dict[str, GatewayEpisode] = {}
         self._changed = threading.Condition()
@@ -129,6 +132,8 @@ class EpisodeBook:
             finished = GatewayEpisode(id=episode.id, calls=tuple(episode.calls))
             if hold and self.hold_finished:
                 self._held[episode_id] = finished
+        if self.end_session is not None:
+            self.end_session(episode_id)
         self._deliver(finished)
         return finished
 
