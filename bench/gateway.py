@@ -1,13 +1,17 @@
 """The gateway's cost per call, and a load run that checks no call is lost or mixed up.
 
 (a) Overhead: the same chat call (same messages, seed and token budget) made through the
-gateway over loopback with httpx, and made on the engine directly in this process, one after
-the other, ``--calls`` times each after a warm-up. The direct arm is ``engine.agenerate``
-on one event loop (the path the gateway takes: the engine's batcher and all) and, for reference,
-``engine.generate``; both render and tokenize the chat as the gateway does. Each arm's
-median milliseconds per call; the overhead is the median over rounds of the gateway's call
-less the direct ``agenerate`` call of the same round, also as a share of the direct median.
-Both arms must sample the same tokens.
+gateway over loopback and made on the engine directly in this process, one after the other,
+``--calls`` rounds after a warm-up. Through the gateway with three clients: the standard
+library's ``http.client`` on a kept-alive connection (little more than the gateway's own
+cost), ``httpx``, and the ``openai`` client that agents use (each adds its own per-request
+cost). The direct arm is ``engine.agenerate`` on one event loop (the path the gateway takes:
+the engine's batcher and all) and, for reference, ``engine.generate``; both render and
+tokenize the chat as the gateway does. Each round runs the arms in a rotated order, so each
+arm follows each other one equally often (a call to a server that sat idle costs more than one
+right after another). Each arm's median milliseconds per call; a client's
+overhead is the median over rounds of its call less the direct ``agenerate`` call of the
+same round, also as a share of the direct median. Every arm must sample the same tokens.
 
 (b) Load: ``--episodes`` episodes at once, each of 2 or 3 chat calls (each call sends the
 conversation so far, the replies the gateway returned included) through its own
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import statistics
 import tempfile
@@ -32,17 +37,21 @@ import time
 
 import httpx
 import torch
+from openai import OpenAI
 
 from veriloop.rollout import Gateway, SamplingParams, create_engine
 from veriloop.training import init_tiny_model
 
 MESSAGES = [{"role": "user", "content": "What is 17 + 25? Answer with the number."}]
+CLIENTS = ("http.client", "httpx", "openai")  # the standard library's, and what agents are written with
 
 
 def overhead(engine, gateway: Gateway, calls: int, new_tokens: int) -> dict:
+    """Milliseconds per call of each arm, and of each client arm over the direct ``agenerate``."""
     params = SamplingParams(max_tokens=new_tokens, seed=11)
     body = {"model": "tiny", "messages": MESSAGES, "max_tokens": new_tokens, "seed": 11, "return_token_ids": True}
-    times: dict[str, list[float]] = {"gateway": [], "agenerate": [], "generate": []}
+    payload = json.dumps(body)
+    times: dict[str, list[float]] = {arm: [] for arm in ("agenerate", *CLIENTS, "generate")}
     tokens: dict[str, tuple[int, ...]] = {}
 
     async def direct() -> tuple[int, ...]:
@@ -53,34 +62,58 @@ def overhead(engine, gateway: Gateway, calls: int, new_tokens: int) -> dict:
         [[sample]] = engine.generate([MESSAGES], params)
         return sample.token_ids
 
-    with httpx.Client(base_url=gateway.base_url, timeout=60) as http, asyncio.Runner() as runner:
+    connection = http.client.HTTPConnection("127.0.0.1", gateway.port)
+    openai = OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0)
+    with httpx.Client(base_url=gateway.base_url, timeout=60) as client, asyncio.Runner() as runner:
 
-        def served() -> tuple[int, ...]:
-            answer = http.post("/chat/completions", json=body)
-            answer.raise_for_status()
-            return tuple(answer.json()["choices"][0]["token_ids"])
+        def stdlib() -> tuple[int, ...]:
+            connection.request("POST", "/v1/chat/completions", payload, {"Content-Type": "application/json"})
+            return tuple(json.loads(connection.getresponse().read())["choices"][0]["token_ids"])
 
-        arms = {"gateway": served, "agenerate": lambda: runner.run(direct()), "generate": generate}
+        def with_httpx() -> tuple[int, ...]:
+            return tuple(
+                client.post("/chat/completions", json=body).raise_for_status().json()["choices"][0]["token_ids"]
+            )
+
+        def with_openai() -> tuple[int, ...]:
+            answer = openai.chat.completions.create(
+                model="tiny", messages=MESSAGES, max_tokens=new_tokens, seed=11, extra_body={"return_token_ids": True}
+            )
+            return tuple(answer.choices[0].model_dump()["token_ids"])
+
+        arms = {
+            "agenerate": lambda: runner.run(direct()),
+            "http.client": stdlib,
+            "httpx": with_httpx,
+            "openai": with_openai,
+            "generate": generate,
+        }
+        names = list(arms)
         for round_ in range(calls + 3):  # three warm-up rounds
-            for name, arm in arms.items():
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:  # each arm follows each
+                arm = arms[name]
                 started = time.perf_counter()
                 tokens[name] = arm()
                 if round_ >= 3:
                     times[name].append(time.perf_counter() - started)
-    median_ms = {name: statistics.median(values) * 1000 for name, values in times.items()}
-    # Per round, the gateway's call less the direct call made right after it: the machine's load
-    # drifts between rounds far more than within one.
-    extra_ms = statistics.median(g - a for g, a in zip(times["gateway"], times["agenerate"])) * 1000
-    return {
+    connection.close()
+    direct_ms = statistics.median(times["agenerate"]) * 1000
+    result: dict = {
         "calls_per_arm": calls,
         "new_tokens": new_tokens,
-        "gateway_ms_per_call": round(median_ms["gateway"], 3),
-        "engine_agenerate_ms_per_call": round(median_ms["agenerate"], 3),
-        "engine_generate_ms_per_call": round(median_ms["generate"], 3),
-        "overhead_ms_per_call": round(extra_ms, 3),
-        "overhead_share": round(extra_ms / median_ms["agenerate"], 4),
-        "same_tokens": len(set(tokens.values())) == 1,
+        "engine_agenerate_ms_per_call": round(direct_ms, 3),
+        "engine_generate_ms_per_call": round(statistics.median(times["generate"]) * 1000, 3),
     }
+    for client in CLIENTS:
+        # Per round, the client's call less the direct call of the same round: the machine's load
+        # drifts between rounds far more than within one.
+        extra_ms = statistics.median(c - a for c, a in zip(times[client], times["agenerate"])) * 1000
+        name = client.replace(".", "_")
+        result[f"gateway_{name}_ms_per_call"] = round(statistics.median(times[client]) * 1000, 3)
+        result[f"overhead_{name}_ms_per_call"] = round(extra_ms, 3)
+        result[f"overhead_{name}_share"] = round(extra_ms / direct_ms, 4)
+    result["same_tokens"] = len(set(tokens.values())) == 1
+    return result
 
 
 async def load(gateway: Gateway, episodes: int, new_tokens: int) -> dict:

@@ -21,4 +21,4 @@ def test_the_gateway_bench_checks_its_calls():
     assert result["bench"] == "gateway" and result["same_tokens"] is True
     assert result["calls_sent"] == result["calls_recorded"] == 15 and result["calls_lost"] == 0
     assert result["calls_in_another_episode"] == 0 and result["calls_not_continuing_their_episode"] == 0
-    assert result["gateway_ms_per_call"] > 0 and result["engine_agenerate_ms_per_call"] > 0
+    assert result["gateway_openai_ms_per_call"] > 0 and result["engine_agenerate_ms_per_call"] > 0
