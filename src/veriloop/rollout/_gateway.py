@@ -105,9 +105,11 @@ class Gateway:
         import torch
 
         self._server = self._uvicorn()
-        threads = torch.get_num_threads()  # torch's thread count is per thread: sample with the caller's
+        threads = torch.get_num_threads()
 
         def serve() -> None:
+            # OpenMP keeps its thread count per thread: without this the server's thread would
+            # sample with one OpenMP thread per core, a second pool beside the caller's.
             torch.set_num_threads(threads)
             self._server.run(sockets=[self._socket])
 
