@@ -44,7 +44,7 @@ def gateway(
         raise UserError(f"--record {record}: exists and is not a directory")
     if max_body_mb <= 0:
         raise UserError(f"--max-body-mb {max_body_mb}: must be above 0")
-    check_gateway_access(host, token)
+    check_gateway_access(host, token, port)
     limits = GatewayLimits(max_tokens=max_tokens, max_n=max_n, max_body_bytes=int(max_body_mb * (1 << 20)))
     options = {"device": device} if engine == "hf" else {}  # vLLM places itself
     generator = create_engine(engine, model=str(model), **options)

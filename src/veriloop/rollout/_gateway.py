@@ -162,12 +162,15 @@ class Gateway:
             end_session(session_key(episode_id))
 
 
-def check_gateway_access(host: str, token: str | None) -> None:
-    """UserError unless the gateway may listen on ``host``: any address with a token, loopback without."""
+def check_gateway_access(host: str, token: str | None, port: int | None = None) -> None:
+    """UserError unless the gateway may listen on ``host`` (any address with a token, loopback
+    without) and, when ``port`` is given, can bind it now (checked before a model is loaded)."""
     if token is not None and not token.strip():
         raise UserError("the gateway's token is empty")
     if token is None and not is_loopback(host):
         raise UserError(f"refusing to listen on {host} without a token: anyone who can reach it could use the model")
+    if port is not None:
+        _listen(host, port).close()
 
 
 def _listen(host: str, port: int) -> socket.socket:
