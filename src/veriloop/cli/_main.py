@@ -17,6 +17,7 @@ from veriloop.cli import (
     _compare,
     _env,
     _eval,
+    _gateway,
     _model,
     _quickstart,
     _replay,
@@ -53,6 +54,7 @@ app.command("eval")(_eval.eval_)
 app.command("compare")(_compare.compare)
 app.command("report")(_report.report)
 app.command("replay")(_replay.replay)
+app.command("gateway")(_gateway.gateway)
 
 
 def _print_user_error(exc: BaseException) -> None:

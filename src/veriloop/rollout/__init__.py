@@ -1,4 +1,5 @@
-"""Layer 3: generation engines, multi-turn episodes, early stopping, and the trajectory store."""
+"""Layer 3: generation engines, multi-turn episodes, early stopping, the trajectory store, and the
+OpenAI-compatible gateway that records an agent program's calls token for token."""
 
 from veriloop.rollout import _hf, _openai, _replay, _vllm  # noqa: F401  (register the engines; vLLM loads lazily)
 from veriloop.rollout import _judge_engine  # noqa: F401  (registers the judge backend for a local judge model)
@@ -14,6 +15,10 @@ from veriloop.rollout._episode import (
     prompt_tokens,
     run_episode,
 )
+from veriloop.rollout._gateway import Gateway, check_gateway_access
+from veriloop.rollout._gateway_calls import GatewayLimits
+from veriloop.rollout._gateway_chat import parse_tool_calls, tools_block
+from veriloop.rollout._gateway_records import GatewayCall, GatewayEpisode, episode_trajectory
 from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer, quiet_transformers
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
@@ -48,6 +53,10 @@ __all__ = [
     "EpisodeConfig",
     "FailureTracker",
     "FinishReason",
+    "Gateway",
+    "GatewayCall",
+    "GatewayEpisode",
+    "GatewayLimits",
     "HFEngine",
     "LeanDecoder",
     "Observation",
@@ -67,16 +76,19 @@ __all__ = [
     "TrajectoryStore",
     "arollout",
     "check_domain_budgets",
+    "check_gateway_access",
     "check_turn_fits",
     "context_summary",
     "conversation",
     "create_engine",
+    "episode_trajectory",
     "format_observation",
     "load_model_and_tokenizer",
     "quiet_transformers",
     "observation_ids",
     "parse_action",
     "parse_endpoint",
+    "parse_tool_calls",
     "keep_scenes",
     "preference_pairs",
     "repeating_block",
@@ -88,6 +100,7 @@ __all__ = [
     "summarize",
     "summarize_rollout",
     "tool_instructions",
+    "tools_block",
     "truncated_logprobs",
     "truncation_mask",
 ]
