@@ -91,3 +91,49 @@ def test_a_chat_prompt_gives_its_last_user_message():
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Add 2 and 2."}]
     assert prompt_text(messages) == "Add 2 and 2."
     assert prompt_text("plain") == "plain"
+
+
+def test_a_function_that_raises_or_overruns_is_a_failure_and_leaves_nothing(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    (tmp_path / "bad_agent.py").write_text(
+        textwrap.dedent(
+            f"""
+            import subprocess, sys, time
+
+            def broken(prompt):
+                raise RuntimeError("the tool server is down")
+
+            def slow(prompt):
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                open({str(pid_file)!r}, "w").write(str(child.pid))
+                time.sleep(60)
+            """
+        )
+    )
+    run = _run(AgentProgram(callable="bad_agent:broken", cwd=str(tmp_path)))
+    assert run.failed and "RuntimeError: the tool server is down" in run.failure()
+    run = _run(AgentProgram(callable="bad_agent:slow", cwd=str(tmp_path), timeout_s=2))
+    assert run.exit_code is None and "did not finish within its time limit" in run.failure()
+    child = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the agent function's child process outlived it")
+
+
+def test_each_forked_episode_gets_its_own_environment(tmp_path):
+    (tmp_path / "env_agent.py").write_text("import os\n\ndef url(prompt):\n    return os.environ['OPENAI_BASE_URL']\n")
+    program = AgentProgram(callable="env_agent:url", cwd=str(tmp_path))
+
+    async def both():
+        return await asyncio.gather(
+            run_agent(program, "q", "http://127.0.0.1:9/episodes/a/v1", "k", "a"),
+            run_agent(program, "q", "http://127.0.0.1:9/episodes/b/v1", "k", "b"),
+        )
+
+    first, second = asyncio.run(both())
+    assert (first.answer, second.answer) == ("http://127.0.0.1:9/episodes/a/v1", "http://127.0.0.1:9/episodes/b/v1")

@@ -4,6 +4,8 @@ OpenAI-compatible gateway that records an agent program's calls token for token.
 from veriloop.rollout import _hf, _openai, _replay, _vllm  # noqa: F401  (register the engines; vLLM loads lazily)
 from veriloop.rollout import _judge_engine  # noqa: F401  (registers the judge backend for a local judge model)
 from veriloop.rollout._actions import Action, parse_action, tool_instructions
+from veriloop.rollout._agent import AgentProgram, AgentRun, run_agent
+from veriloop.rollout._agent_rollout import agent_rollout
 from veriloop.rollout._engine import ENGINES, Engine, Prompt, create_engine
 from veriloop.rollout._episode import (
     EpisodeConfig,
@@ -49,6 +51,8 @@ summarize = summarize_rollout  # the earlier name, kept for one release
 __all__ = [
     "ENGINES",
     "Action",
+    "AgentProgram",
+    "AgentRun",
     "Engine",
     "EpisodeConfig",
     "FailureTracker",
@@ -74,6 +78,7 @@ __all__ = [
     "VLLMEngine",
     "SceneStore",
     "TrajectoryStore",
+    "agent_rollout",
     "arollout",
     "check_domain_budgets",
     "check_gateway_access",
@@ -87,6 +92,7 @@ __all__ = [
     "quiet_transformers",
     "observation_ids",
     "parse_action",
+    "run_agent",
     "parse_endpoint",
     "parse_tool_calls",
     "keep_scenes",

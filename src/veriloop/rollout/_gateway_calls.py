@@ -47,6 +47,12 @@ class GatewayLimits:
     max_tokens: int = 4096  # new tokens per choice
     max_n: int = 16  # choices per request (and prompts per completions request)
     max_body_bytes: int = 4 << 20
+    # Sampling every request gets whatever it asks (None: the request's own). A trainer fixes them:
+    # it scores the sampled tokens under its own temperature and truncation.
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    clamp_max_tokens: bool = False  # a request asking more than max_tokens gets max_tokens, not a 400
 
 
 @dataclass(frozen=True)
@@ -229,6 +235,8 @@ class GatewayCalls:
         self, request: ChatRequest | CompletionRequest, prompts: Sequence[list[int]], asked: int | None
     ) -> SamplingParams:
         """Sampling parameters, with the new-token budget checked against the limits and the context."""
+        if asked is not None and asked > self.limits.max_tokens and self.limits.clamp_max_tokens:
+            asked = self.limits.max_tokens
         if asked is not None and asked > self.limits.max_tokens:
             raise OpenAIError(400, f"max_tokens: at most {self.limits.max_tokens}", param="max_tokens")
         context = getattr(self.engine, "context_length", None)
@@ -239,11 +247,12 @@ class GatewayCalls:
                 f"the prompt ({longest} tokens) and max_tokens ({asked or 1}) exceed the context ({context} tokens)"
             )
             raise OpenAIError(400, message, param="messages", code="context_length_exceeded")
+        fixed = self.limits
         return SamplingParams(
             n=request.n,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            top_k=max(request.top_k, 0),
+            temperature=request.temperature if fixed.temperature is None else fixed.temperature,
+            top_p=request.top_p if fixed.top_p is None else fixed.top_p,
+            top_k=max(request.top_k, 0) if fixed.top_k is None else fixed.top_k,
             max_tokens=asked or min(self.limits.max_tokens, room),
             stop=request.stop_strings(),
             seed=request.seed,

@@ -107,6 +107,7 @@ def episode_trajectory(
         completion_ids=last.completion_ids,
         logprobs=last.logprobs,
         loss_mask=last.loss_mask,
+        token_versions=last.token_versions,
         segments=tuple(contexts[:-1]),
         turns=tuple(turn for chain in chains for turn in _turns(chain, tokenizer)),
         response=calls[-1].text,
@@ -144,16 +145,19 @@ def _context(chain: list[GatewayCall]) -> Segment:
     completion: list[int] = []
     logprobs: list[float] = []
     mask: list[int] = []
+    versions: list[int] = []
     for previous, call in zip([None, *chain[:-1]], chain):
         inserted = _inserted(previous, call) if previous is not None else ()
         completion += [*inserted, *call.sampled_token_ids]
         logprobs += [0.0] * len(inserted) + list(call.logprobs or [0.0] * len(call.sampled_token_ids))
         mask += [0] * len(inserted) + [1] * len(call.sampled_token_ids)
+        versions += [0] * len(inserted) + [call.policy_version] * len(call.sampled_token_ids)
     return Segment(
         prompt_ids=chain[0].prompt_token_ids,
         completion_ids=tuple(completion),
         logprobs=tuple(logprobs),
         loss_mask=tuple(mask),
+        token_versions=tuple(versions),
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from veriloop.core import UserError, describe_validation_error, load_plugins, resolve_plugin
+from veriloop.rollout import AgentProgram
 from veriloop.scheduling import ScheduleConfig
 
 
@@ -52,6 +53,12 @@ class RolloutSection(Section):
         "e.g. {cad: 400}; overlong shaping measures each sample against its own",
     )
     max_turns: int = Field(default=1, ge=1, description="model turns per episode")
+    agent: AgentProgram | None = Field(
+        default=None,
+        description="an agent program (command or module:function) that plays each episode unchanged against an "
+        "OpenAI-compatible gateway over the policy; its calls' sampled tokens are trained on, its printed answer "
+        "is scored by the task's verifier; max_tokens caps each call",
+    )
     tools: tuple[str, ...] = Field(default=(), description="tools for multi-turn episodes: python, shell, submit")
     tool_instructions: bool = Field(
         default=True,
@@ -388,7 +395,28 @@ class TrainConfig(Section):
             )
         _check_engine(self)
         _check_partial_rollouts(self)
+        _check_agent(self)
         return self
+
+
+def _check_agent(config: TrainConfig) -> None:
+    """An agent program brings its own loop and tools: the native loop's settings do not apply."""
+    rollout = config.rollout
+    if rollout.agent is None:
+        return
+    refused = {
+        "rollout.tools": bool(rollout.tools),
+        "rollout.max_turns > 1": rollout.max_turns > 1,
+        "rollout.context_budget": rollout.context_budget is not None,
+        "pipeline.partial_rollouts": config.pipeline.partial_rollouts,
+        "a schedule section": config.schedule.active,
+    }
+    chosen = [name for name, on in refused.items() if on]
+    if chosen:
+        raise ValueError(
+            "rollout.agent runs the agent program's own loop and tools through the gateway; it does not combine "
+            f"with {', '.join(chosen)}"
+        )
 
 
 def _check_partial_rollouts(config: TrainConfig) -> None:

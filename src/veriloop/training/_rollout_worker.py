@@ -20,7 +20,16 @@ from typing import Any
 import torch
 
 from veriloop.core import Registry, Task, load_plugins
-from veriloop.rollout import EpisodeConfig, HFEngine, RolloutBatch, StopConfig, create_engine, rollout
+from veriloop.rollout import (
+    AgentProgram,
+    EpisodeConfig,
+    HFEngine,
+    RolloutBatch,
+    StopConfig,
+    agent_rollout,
+    create_engine,
+    rollout,
+)
 from veriloop.training._config import ModelSection, TrainConfig
 
 Progress = Callable[[int, int], None]  # (episodes done, episodes in the batch)
@@ -72,6 +81,7 @@ class WorkerSpec:
     engine: str = "hf"  # a name in WORKER_ENGINES
     vllm: VLLMSettings = VLLMSettings()  # engine "vllm": how it is built
     sample_dtype: str = "model"  # engine "hf": the precision it samples in (rollout.dtype)
+    agent: AgentProgram | None = None  # rollout.agent: episodes are this program's, through a gateway
 
     @classmethod
     def from_config(cls, config: TrainConfig, model: Any) -> WorkerSpec:
@@ -88,6 +98,7 @@ class WorkerSpec:
             engine=config.rollout.engine,
             vllm=VLLMSettings.from_config(config, model),
             sample_dtype=config.rollout.dtype,
+            agent=config.rollout.agent,
         )
 
 
@@ -255,7 +266,23 @@ def run_rollout(
     first_task_index: int = 0,
     progress: Progress | None = None,
 ) -> RolloutBatch:
-    """Episodes of ``tasks`` on ``engine`` with the worker settings of ``spec``."""
+    """Episodes of ``tasks`` on ``engine`` with the worker settings of ``spec``: the native loop,
+    or the agent program of ``spec.agent`` through a gateway over ``engine``."""
+    if spec.agent is not None:
+        episode = spec.episode
+        return agent_rollout(
+            tasks,
+            engine,
+            spec.agent,
+            group_size=group_size,
+            temperature=episode.temperature,
+            top_p=episode.top_p,
+            top_k=episode.top_k,
+            max_tokens=episode.max_tokens_per_turn,
+            concurrency=spec.concurrency,
+            seed=seed,
+            progress=progress,
+        )
     return rollout(
         tasks,
         engine,
