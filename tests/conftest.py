@@ -211,3 +211,16 @@ def env_with_cad(env_store):
     from veriloop.tasks.generators._cad_parts import CAD_ENVIRONMENT_PACKAGES
 
     return build_environment("cad", list(CAD_ENVIRONMENT_PACKAGES))
+
+
+@pytest.fixture
+def guess_server():
+    """``guess``, a small OpenEnv environment (``tests/openenv_server.py``) served on loopback for
+    one test; its ``url`` is the address tasks name, ``sessions`` counts the sessions opened."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("openenv_server", Path(__file__).with_name("openenv_server.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with module.GuessServer() as server:
+        yield server

@@ -5,6 +5,7 @@ from veriloop.rollout import _judge_engine  # noqa: F401  (registers the judge b
 from veriloop.rollout._actions import Action, parse_action, tool_instructions
 from veriloop.rollout._engine import ENGINES, Engine, Prompt, create_engine
 from veriloop.rollout._episode import (
+    EPISODE_DRIVERS,
     EpisodeConfig,
     Observation,
     ToolExecutor,
@@ -14,6 +15,7 @@ from veriloop.rollout._episode import (
     prompt_tokens,
     run_episode,
 )
+from veriloop.rollout._openenv_episode import run_openenv_episode
 from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer, quiet_transformers
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
@@ -43,9 +45,11 @@ summarize = summarize_rollout  # the earlier name, kept for one release
 
 __all__ = [
     "ENGINES",
+    "EPISODE_DRIVERS",
     "Action",
     "Engine",
     "EpisodeConfig",
+    "run_openenv_episode",
     "FailureTracker",
     "FinishReason",
     "HFEngine",
