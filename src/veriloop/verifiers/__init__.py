@@ -10,6 +10,7 @@ from veriloop.verifiers.cad import _cad_geometry  # noqa: F401  (registers cad_g
 from veriloop.verifiers.workspace import _reward_script, _workspace_checks, _workspace_tests  # noqa: F401  (registers the workspace kinds)
 from veriloop.verifiers.judge import _judge  # noqa: F401  (registers judge)
 from veriloop.verifiers.openenv import _openenv  # noqa: F401  (registers openenv)
+from veriloop.verifiers.prime_verifiers import _taskset  # noqa: F401  (registers verifiers_taskset)
 from veriloop.verifiers._combine import AllOfConfig, CheckSpec, WeightedConfig
 from veriloop.verifiers.answers._bfcl import BfclConfig
 from veriloop.verifiers.answers._document_fields import DocumentFieldsConfig, Identity
@@ -61,6 +62,7 @@ from veriloop.verifiers.openenv._openenv import (
     observation_text,
     take_step,
 )
+from veriloop.verifiers.prime_verifiers._taskset import VerifiersTasksetConfig, export_taskset
 from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult
 
 __all__ = [
@@ -72,6 +74,8 @@ __all__ = [
     "episode_verdict",
     "observation_text",
     "take_step",
+    "VerifiersTasksetConfig",
+    "export_taskset",
     "KindField",
     "AllOfConfig",
     "AuditReport",
