@@ -5,7 +5,7 @@ the action is ``{"guess": int}``; each wrong guess observes ``higher`` or ``lowe
 0; the right one ends the episode with reward 1; the fifth wrong one ends it with reward 0. An
 action without an integer ``guess`` is refused with ``VALIDATION_ERROR``, as openenv-core's
 server refuses an action its model does not validate. Sessions run over ``/ws`` (one
-environment per connection); ``/health`` answers over plain HTTP.
+environment per connection); ``/health``, ``/metadata`` and ``/schema`` answer over plain HTTP.
 """
 
 from __future__ import annotations
@@ -20,6 +20,21 @@ import threading
 from typing import Any
 
 _GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+ACTION_SCHEMA = {
+    "additionalProperties": False,
+    "properties": {
+        "metadata": {"additionalProperties": True, "title": "Metadata", "type": "object"},
+        "guess": {"title": "Guess", "type": "integer", "description": "the number you guess"},
+    },
+    "required": ["guess"],
+    "title": "GuessAction",
+    "type": "object",
+}
+PAGES = {
+    "/health": {"status": "healthy"},
+    "/metadata": {"name": "guess", "description": "Find the hidden number from 0 to 9.", "version": "1.0.0"},
+    "/schema": {"action": ACTION_SCHEMA, "observation": {}, "state": {}},
+}
 
 
 class GuessEnvironment:
@@ -73,8 +88,8 @@ class _Handler(socketserver.StreamRequestHandler):
         lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
         path = lines[0].split(" ")[1]
         headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
-        if path == "/health":
-            body = json.dumps({"status": "healthy"}).encode()
+        if path in PAGES:
+            body = json.dumps(PAGES[path]).encode()
             self.request.sendall(
                 b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
             )

@@ -57,3 +57,44 @@ def test_a_token_engine_trains_on_its_turns_only(guess_server, tiny_engine):
     assert offset == len(trajectory.completion_ids)
     observations = [t for t in trajectory.turns if t.role == "observation"]
     assert observations and all(t.token_ids for t in observations)
+
+
+def test_the_importer_writes_one_task_per_seed_with_a_prompt_from_the_server(guess_server, run_cli, tmp_path):
+    out = tmp_path / "guess.jsonl"
+    done = run_cli(
+        "tasks",
+        "import",
+        "openenv",
+        guess_server.url,
+        "--size",
+        "3",
+        "--seed-start",
+        "5",
+        "--observation-field",
+        "text",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["guess/5", "guess/6", "guess/7"]
+    assert rows[2]["verifier"]["reset"] == {"seed": 7} and rows[2]["verifier"]["url"] == guess_server.url
+    prompt = rows[0]["prompt"]
+    assert prompt.startswith("Find the hidden number from 0 to 9.")
+    assert "- guess (integer, required): the number you guess" in prompt and "metadata" not in prompt
+    engine = _script(tmp_path, '{"guess": 7}')
+    task = Task.model_validate({**rows[2], "prompt": PROMPT})
+    [trajectory] = rollout([task], engine, EpisodeConfig()).trajectories
+    assert (trajectory.reward, trajectory.stop_reason) == (1.0, "done")
+
+
+def test_importing_from_a_server_that_is_not_running_writes_nothing(run_cli, tmp_path):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "guess.jsonl"
+    done = run_cli("tasks", "import", "openenv", f"http://127.0.0.1:{port}", "--out", str(out))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "start the environment's server first" in done.stderr and not out.exists()

@@ -63,7 +63,7 @@ from veriloop.verifiers.openenv._openenv import (
     take_step,
 )
 from veriloop.verifiers.prime_verifiers._taskset import VerifiersTasksetConfig, export_taskset
-from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult
+from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult, environment_description
 
 __all__ = [
     "EpisodeRecord",
@@ -71,6 +71,7 @@ __all__ = [
     "OpenEnvError",
     "OpenEnvSession",
     "StepResult",
+    "environment_description",
     "episode_verdict",
     "observation_text",
     "take_step",

@@ -205,3 +205,23 @@ def _step_result(data: dict[str, Any]) -> StepResult:
     return StepResult(
         observation=observation, reward=None if reward is None else float(reward), done=bool(data.get("done"))
     )
+
+
+def environment_description(base_url: str, timeout_s: float = 30.0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The server's ``GET /metadata`` (``name``, ``description``, ...) and ``GET /schema``
+    (``action``, ``observation``, ``state``: JSON schemas); OpenEnvError when either fails."""
+    import urllib.request
+
+    scheme, host, port, path = session_url(base_url)
+    root = f"{'https' if scheme == 'wss' else 'http'}://{host}:{port}{path.removesuffix('/ws')}"
+    answers = []
+    for endpoint in ("/metadata", "/schema"):
+        try:
+            with urllib.request.urlopen(root + endpoint, timeout=timeout_s) as answer:
+                value = json.loads(answer.read(MAX_MESSAGE_BYTES))
+        except (OSError, ValueError) as exc:
+            raise OpenEnvError(f"cannot read {root}{endpoint}: {exc}") from None
+        if not isinstance(value, dict):
+            raise OpenEnvError(f"{root}{endpoint} answered {str(value)[:200]}")
+        answers.append(value)
+    return answers[0], answers[1]
