@@ -11,13 +11,14 @@ docs/integrations/openenv.md): ``python guess_server.py PORT`` serves it on 127.
 import sys
 
 import uvicorn
+from pydantic import Field
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 
 
 class GuessAction(Action):
-    guess: int
+    guess: int = Field(description="the number you guess")
 
 
 class GuessObservation(Observation):
@@ -48,6 +49,9 @@ class GuessEnvironment(Environment):
     @property
     def state(self):
         return self._state
+
+    def get_metadata(self):
+        return EnvironmentMetadata(name="guess", description="Find the hidden number from 0 to 9.", version="1.0.0")
 
 
 app = create_app(GuessEnvironment, GuessAction, GuessObservation, env_name="guess", max_concurrent_envs=8)

@@ -65,6 +65,15 @@ def test_the_client_speaks_openenv_cores_protocol(openenv_core_url):
         assert session.step({"guess": 3}).reward == 1.0
 
 
+def test_the_importer_reads_the_servers_metadata_and_action_schema(openenv_core_url):
+    from veriloop.tasks import IMPORTERS
+
+    [task] = IMPORTERS.get("openenv").run({"url": openenv_core_url, "size": 1, "seed_start": 13})
+    assert task.id == "guess/13" and task.verifier["reset"] == {"seed": 13}
+    assert task.prompt.startswith("Find the hidden number from 0 to 9.")
+    assert "- guess (integer, required): the number you guess" in task.prompt
+
+
 def test_an_episode_and_its_replay_get_the_environments_reward(openenv_core_url, tmp_path):
     script = tmp_path / "script.jsonl"
     turns = ['{"guess": 5}', '{"guess": "five"}', '{"guess": 3}']

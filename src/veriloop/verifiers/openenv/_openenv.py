@@ -117,7 +117,7 @@ def take_step(session: OpenEnvSession, config: OpenEnvConfig, text: str, record:
 def episode_verdict(config: OpenEnvConfig, record: EpisodeRecord) -> Verdict:
     """The verdict for an episode's record (an unfinished episode scores 0)."""
     if not record.done:
-        why = "it ran out of steps" if record.steps >= config.max_steps else "the model stopped first"
+        why = "it ran out of steps" if record.steps >= config.max_steps else "the turns ran out before done"
         return Verdict(
             0.0,
             False,
