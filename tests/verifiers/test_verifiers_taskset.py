@@ -88,3 +88,48 @@ def test_a_broken_task_or_taskset_is_an_infra_error_and_an_unknown_one_a_user_er
     assert "answer" in score.detail
     with pytest.raises(UserError, match="taskset 'no_such_taskset'"):
         IMPORTERS.get("verifiers").run({"taskset": "no_such_taskset", "environment": env_with_verifiers.name})
+
+
+@pytest.fixture(scope="module")
+def env_with_classic(env_store, tmp_path_factory):
+    """An environment holding ``classic_products`` (this folder), a package in the
+    ``load_environment`` format of verifiers before 0.4 (copied first: pip builds in its folder)."""
+    import shutil
+    from pathlib import Path
+
+    from veriloop.sandbox._environments import build_environment
+
+    package = tmp_path_factory.mktemp("classic") / "classic-products"
+    shutil.copytree(Path(__file__).with_name("classic_products"), package)
+    return build_environment("classic-products", [str(package)], warm=["classic_products"])
+
+
+@pytest.mark.e2e
+def test_a_load_environment_package_imports_its_eval_rows_or_its_dataset(env_with_classic):
+    tasks = IMPORTERS.get("verifiers").run(
+        {"taskset": "classic_products", "environment": env_with_classic.name, "args": {"num_eval": 2}}
+    )
+    assert [t.id for t in tasks] == ["classic_products/eval/0", "classic_products/eval/1"]
+    assert tasks[0].messages() == [
+        {"role": "system", "content": "Put the final answer in \\boxed{}."},
+        {"role": "user", "content": "What is 5 * 5?"},
+    ]
+    assert tasks[0].verifier["data"]["answer"] == "25" and tasks[0].verifier["data"]["info"] == {"factors": [5, 5]}
+    train = IMPORTERS.get("verifiers").run(
+        {"taskset": "classic_products", "environment": env_with_classic.name, "split": "train", "size": 2}
+    )
+    assert [t.id for t in train] == ["classic_products/train/0", "classic_products/train/1"]
+    assert [t.messages()[-1]["content"] for t in train] == ["What is 1 * 3?", "What is 2 * 6?"]
+
+
+@pytest.mark.e2e
+def test_a_load_environment_rubric_scores_the_turns(env_with_classic):
+    [task] = IMPORTERS.get("verifiers").run(
+        {"taskset": "classic_products", "environment": env_with_classic.name, "size": 1}
+    )  # 5 * 5
+    right = _score(task, "So \\boxed{25}")
+    assert (right.status, right.reward, right.passed) == ("scored", 1.0, True)
+    assert "correct_answer 1" in right.detail and "boxed_format 1" in right.detail
+    assert _score(task, "\\boxed{24}").reward == pytest.approx(0.2)
+    assert _score(task, "25").reward == 0.0
+    assert _score(task, "\\boxed{24}", "no, \\boxed{25}").reward == 1.0  # the last turn is the answer

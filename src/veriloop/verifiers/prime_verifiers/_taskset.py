@@ -10,6 +10,10 @@ rebuilt from its data, the model's turns become the trace's assistant messages a
 own prompt, and the task's ``score`` runs on it, without network and with nothing kept between
 checks. Model text is never evaluated in the host.
 
+A package that exposes ``load_environment`` instead (verifiers before 0.4, the API of most
+published environments) is scored by its environment's ``rubric.score_rollout`` on the task's
+prompt and the model's turns as the completion (see the runner's docstring).
+
 Supported: rewards and metrics that read the task's data and the trace's messages (the
 ``last_reply``, ``assistant_messages``, ...). A multi-turn response is scored as the model's
 turns in order (its observations are not part of the response record, so rewards that read tool
@@ -76,11 +80,19 @@ def run_taskset_program(
 
 
 def export_taskset(
-    environment: str, taskset: str, args: dict[str, Any], skip: int, size: int, timeout_s: float = 300.0
+    environment: str,
+    taskset: str,
+    args: dict[str, Any],
+    skip: int,
+    size: int,
+    split: str = "auto",
+    timeout_s: float = 300.0,
 ) -> list[dict[str, Any]]:
     """The taskset's tasks ``skip`` to ``skip + size``: ``{type, key, data, messages}`` each
-    (see ``_taskset_runner.py``); UserError when the environment or the taskset fails."""
-    settings = {"mode": "export", "taskset": taskset, "args": args, "skip": skip, "size": size, "turns": []}
+    (see ``_taskset_runner.py``; ``split`` picks a ``load_environment`` package's dataset);
+    UserError when the environment or the taskset fails."""
+    settings = {"mode": "export", "taskset": taskset, "args": args, "skip": skip, "size": size, "split": split}
+    settings["turns"] = []
     try:
         rows = run_taskset_program(environment, settings, timeout_s, 4096)[0].get("rows")
     except TasksetRunFailed as exc:
@@ -96,9 +108,15 @@ def _reward_detail(answer: dict[str, Any]) -> str:
         f"{name} {value['score']:g}x{value['weight']:g}" if isinstance(value, dict) else f"{name} not run"
         for name, value in rewards.items()
     ]
+    if not parts:  # a load_environment rubric reports its reward functions as metrics
+        parts = [f"{name} {value:g}" for name, value in (answer.get("metrics") or {}).items() if _number(value)]
     skipped = answer.get("skipped") or []
     note = f"; skipped (they need a runtime): {', '.join(skipped)}" if skipped else ""
     return ", ".join(parts) + note
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @register_verifier("verifiers_taskset", VerifiersTasksetConfig)

@@ -13,10 +13,18 @@ The host (``_taskset.py``) fills in ``SETTINGS`` before sending this source. Two
   listed apart (``unsupported`` when that is all of them); a task with judges is
   ``unsupported``: they need a model this sandbox cannot reach.
 
+A package that exposes ``load_environment(**args)`` instead (the API of verifiers before 0.4,
+which most published environments use) is run through it: the environment's ``eval_dataset``
+(``split``: ``auto`` takes it when there is one, else ``dataset``) gives the rows (``prompt``
+messages, or ``question`` after the environment's ``system_prompt``; ``answer``, ``info`` and
+``task`` kept), and its ``rubric.score_rollout(prompt, completion, answer, state, task, info)``
+(awaited when it is a coroutine; the arguments it does not take are left out) gives the reward.
+
 Nothing here is trusted with the verdict's form: the host reads the numbers and checks them.
 """
 
 import asyncio
+import importlib
 import inspect
 import itertools
 import json
@@ -102,10 +110,90 @@ def score(vf):
     return {"reward": trace.reward, "rewards": rewards, "metrics": trace.metrics, "skipped": skipped}
 
 
-def main():
-    import verifiers.v1 as vf
+def _module():
+    name = SETTINGS["taskset"].rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower()
+    return importlib.import_module(name)
 
-    result = {"export": export, "score": score}[SETTINGS["mode"]](vf)
+
+def _plain(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+def _row_messages(row, environment):
+    prompt = row.get("prompt")
+    if isinstance(prompt, list):
+        return [{"role": m["role"], "content": m["content"]} for m in prompt]
+    system = getattr(environment, "system_prompt", None)
+    shown = [{"role": "system", "content": system}] if system else []
+    return shown + [{"role": "user", "content": str(prompt if prompt is not None else row.get("question", ""))}]
+
+
+def classic_export(module):
+    environment = module.load_environment(**SETTINGS["args"])
+    eval_rows = getattr(environment, "eval_dataset", None)
+    split = SETTINGS.get("split", "auto")
+    split = "eval" if split == "eval" or (split == "auto" and eval_rows is not None) else "train"
+    rows = eval_rows if split == "eval" else environment.dataset
+    if rows is None:
+        raise SystemExit(f"the environment has no {'eval_dataset' if split == 'eval' else 'dataset'}")
+    start, exported = SETTINGS["skip"], []
+    for index, row in enumerate(itertools.islice(iter(rows), start, start + SETTINGS["size"]), start):
+        row = dict(row)
+        messages = _row_messages(row, environment)
+        data = {
+            "split": split,
+            "idx": index,
+            "prompt": messages,
+            "answer": row.get("answer", ""),
+            "info": row.get("info") or {},
+            "task": row.get("task", "default"),
+        }
+        if row.get("example_id") is not None:
+            data["example_id"] = row["example_id"]
+        key = str(row.get("example_id", index))
+        exported.append({"type": type(environment).__name__, "key": key, "data": _plain(data), "messages": messages})
+    return {"rows": exported}
+
+
+def classic_score(module):
+    environment = module.load_environment(**SETTINGS["args"])
+    data = SETTINGS["data"]
+    completion = [{"role": "assistant", "content": text} for text in SETTINGS["turns"]]
+    state = {
+        "prompt": data.get("prompt"),
+        "completion": completion,
+        "answer": data.get("answer", ""),
+        "task": data.get("task", "default"),
+        "info": data.get("info") or {},
+        "responses": [],
+        "turn": len(completion),
+    }
+    offered = {k: state[k] for k in ("prompt", "completion", "answer", "task", "info")}
+    offered["state"], offered["example_id"] = state, data.get("example_id", data.get("idx"))
+    score_rollout = environment.rubric.score_rollout
+    accepted = inspect.signature(score_rollout).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
+        offered = {k: v for k, v in offered.items() if k in accepted}
+    result = score_rollout(**offered)
+    if inspect.isawaitable(result):
+        result = asyncio.run(_awaited(result))
+    reward = result.get("reward") if isinstance(result, dict) else getattr(result, "reward", None)
+    metrics = result.get("metrics") if isinstance(result, dict) else getattr(result, "metrics", None)
+    return {"reward": reward, "rewards": {}, "metrics": _plain(metrics or {}), "skipped": []}
+
+
+async def _awaited(awaitable):
+    return await awaitable
+
+
+def main():
+    module = _module()
+    if hasattr(module, "load_environment"):
+        result = {"export": classic_export, "score": classic_score}[SETTINGS["mode"]](module)
+    else:
+        import verifiers.v1 as vf
+
+        result = {"export": export, "score": score}[SETTINGS["mode"]](vf)
     print("\n" + json.dumps(result))
 
 
