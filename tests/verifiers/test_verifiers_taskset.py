@@ -1,5 +1,6 @@
 """verifiers tasksets: imported and scored in the sandbox, on an environment that holds a real
-``verifiers`` 0.4.0 and the taskset of ``examples/verifiers/veriloop-sums``."""
+``verifiers`` 0.4.0 and the taskset of ``examples/verifiers/veriloop-sums``, and on one that holds
+``verifiers`` 0.1.3 and ``classic_products``, an environment written with ``load_environment``."""
 
 from __future__ import annotations
 
@@ -92,8 +93,9 @@ def test_a_broken_task_or_taskset_is_an_infra_error_and_an_unknown_one_a_user_er
 
 @pytest.fixture(scope="module")
 def env_with_classic(env_store, tmp_path_factory):
-    """An environment holding ``classic_products`` (this folder), a package in the
-    ``load_environment`` format of verifiers before 0.4 (copied first: pip builds in its folder)."""
+    """An environment holding ``classic_products`` (this folder): an environment of a real
+    ``verifiers`` 0.1.3 (``load_environment`` returning a ``SingleTurnEnv``), the API before 0.4
+    (copied first: pip builds in its folder)."""
     import shutil
     from pathlib import Path
 
