@@ -14,6 +14,7 @@ given live. A server that cannot be reached or fails mid-episode makes the score
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from veriloop.core import Message, Score, Task, Trajectory, Turn
 from veriloop.rollout._episode import (
@@ -28,7 +29,7 @@ from veriloop.rollout._episode import (
     _turn_budget,
 )
 from veriloop.rollout._engine import Engine
-from veriloop.rollout._sampling import SamplingParams
+from veriloop.rollout._sampling import Sample, SamplingParams
 
 
 def _infra_error(task: Task, detail: str) -> Score:
@@ -60,16 +61,56 @@ async def run_openenv_episode(
         await asyncio.to_thread(session.close)
 
 
-async def _run_on_session(task, engine, config, env, session, seed, group_id, sample_index) -> Trajectory:
+async def _model_turn(engine: Engine, state: Any, config: EpisodeConfig, budget: int, seed: int | None) -> Sample:
+    """Sample one model turn of at most ``budget`` tokens and add it to the episode."""
+    if engine.tokenizer is not None:
+        state.context_tokens.append(len(state.context))
+    params = SamplingParams(
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=config.top_k,
+        max_tokens=budget,
+        seed=seed,
+        repetition_stop=config.stop.repetition_repeats,
+    )
+    sample = await _generate(engine, state, params)
+    text = _assistant_text(engine, sample)
+    versions = sample.versions or (engine.policy_version,) * len(sample.token_ids)
+    state.context.add_generated(sample.token_ids, sample.logprobs, versions)
+    state.messages.append({"role": "assistant", "content": text})
+    logprobs = sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else ()
+    state.turns.append(
+        Turn(
+            role="assistant",
+            text=text,
+            token_ids=sample.token_ids,
+            logprobs=logprobs,
+            generated_tokens=sample.num_tokens,
+        )
+    )
+    return sample
+
+
+async def _run_on_session(
+    task: Task,
+    engine: Engine,
+    config: EpisodeConfig,
+    env: Any,
+    session: Any,
+    seed: int | None,
+    group_id: str | None,
+    sample_index: int,
+) -> Trajectory:
     from veriloop.verifiers import EpisodeRecord, OpenEnvError, episode_verdict, observation_text, take_step
+
+    def ended(state: Any, score: Score, text: str, reason: str) -> Trajectory:
+        return _trajectory(task, engine, state, score, text, reason, group_id, sample_index)
 
     try:
         start = await asyncio.to_thread(session.reset, **env.reset)
     except OpenEnvError as exc:
-        state = _start(task, engine, config)
-        return _trajectory(task, engine, state, _infra_error(task, str(exc)), "", "error", group_id, sample_index)
-    shown = _with_first_observation(task, observation_text(env, start))
-    state = _start(shown, engine, config)
+        return ended(_start(task, engine, config), _infra_error(task, str(exc)), "", "error")
+    state = _start(_with_first_observation(task, observation_text(env, start)), engine, config)
     record, stop_reason, text = EpisodeRecord(done=start.done), "max_turns", ""
     for turn_index in range(config.stop.max_turns):
         if record.done or record.steps >= env.max_steps:
@@ -79,45 +120,20 @@ async def _run_on_session(task, engine, config, env, session, seed, group_id, sa
         if budget <= 0:
             stop_reason = short_reason
             break
-        if engine.tokenizer is not None:
-            state.context_tokens.append(len(state.context))
-        params = SamplingParams(
-            temperature=config.temperature,
-            top_p=config.top_p,
-            top_k=config.top_k,
-            max_tokens=budget,
-            seed=None if seed is None else seed + 1000 * turn_index,
-            repetition_stop=config.stop.repetition_repeats,
-        )
-        sample = await _generate(engine, state, params)
-        text = _assistant_text(engine, sample)
-        versions = sample.versions or (engine.policy_version,) * len(sample.token_ids)
-        state.context.add_generated(sample.token_ids, sample.logprobs, versions)
-        state.messages.append({"role": "assistant", "content": text})
-        state.turns.append(
-            Turn(
-                role="assistant",
-                text=text,
-                token_ids=sample.token_ids,
-                logprobs=sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else (),
-                generated_tokens=sample.num_tokens,
-            )
-        )
-        if sample.finish_reason == "error":
+        sample = await _model_turn(engine, state, config, budget, None if seed is None else seed + 1000 * turn_index)
+        text = state.turns[-1].text
+        if sample.finish_reason == "error":  # the engine broke, not the model
             detail = f"generation failed: {sample.error or 'the engine returned an error'}"
-            return _trajectory(task, engine, state, _infra_error(task, detail), text, "error", group_id, sample_index)
+            return ended(state, _infra_error(task, detail), text, "error")
         try:
             observed = await asyncio.to_thread(take_step, session, env, text, record)
         except OpenEnvError as exc:
-            return _trajectory(task, engine, state, _infra_error(task, str(exc)), text, "error", group_id, sample_index)
-        if record.done:
-            stop_reason = "done"
+            return ended(state, _infra_error(task, str(exc)), text, "error")
+        if record.done or turn_index == config.stop.max_turns - 1:
+            stop_reason = "done" if record.done else stop_reason
             break
-        if turn_index == config.stop.max_turns - 1:
-            break
-        fitted = _fit_observation(
-            engine, state, config, observed[: config.max_observation_chars], config.max_tokens_for(task.domain)
-        )
+        shown = observed[: config.max_observation_chars]
+        fitted = _fit_observation(engine, state, config, shown, config.max_tokens_for(task.domain))
         if fitted is None:
             stop_reason = "context_budget"
             break
@@ -131,4 +147,4 @@ async def _run_on_session(task, engine, config, env, session, seed, group_id, sa
         detail=verdict.detail,
         feedback=verdict.feedback,
     )
-    return _trajectory(task, engine, state, score, text, stop_reason, group_id, sample_index)
+    return ended(state, score, text, stop_reason)
