@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from veriloop.core import Task
 from veriloop.rollout import EpisodeConfig, ReplayEngine, StopConfig, rollout
 
@@ -59,6 +61,7 @@ def test_a_token_engine_trains_on_its_turns_only(guess_server, tiny_engine):
     assert observations and all(t.token_ids for t in observations)
 
 
+@pytest.mark.e2e
 def test_the_importer_writes_one_task_per_seed_with_a_prompt_from_the_server(guess_server, run_cli, tmp_path):
     out = tmp_path / "guess.jsonl"
     done = run_cli(
