@@ -211,3 +211,33 @@ def env_with_cad(env_store):
     from veriloop.tasks.generators._cad_parts import CAD_ENVIRONMENT_PACKAGES
 
     return build_environment("cad", list(CAD_ENVIRONMENT_PACKAGES))
+
+
+@pytest.fixture
+def guess_server():
+    """``guess``, a small OpenEnv environment (``tests/openenv_server.py``) served on loopback for
+    one test; its ``url`` is the address tasks name, ``sessions`` counts the sessions opened."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("openenv_server", Path(__file__).with_name("openenv_server.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with module.GuessServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def env_with_verifiers(env_store, tmp_path_factory):
+    """The environment ``verifiers-sums``: ``verifiers`` 0.4.0 from the package registry and the
+    taskset of ``examples/verifiers/veriloop-sums`` (copied first: pip builds in its folder),
+    ``verifiers.v1`` pre-imported; built once per test run."""
+    import shutil
+
+    from veriloop.sandbox._environments import build_environment
+
+    source = Path(__file__).parents[1] / "examples" / "verifiers" / "veriloop-sums"
+    package = tmp_path_factory.mktemp("taskset") / "veriloop-sums"
+    shutil.copytree(source, package, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    return build_environment(
+        "verifiers-sums", ["verifiers==0.4.0", str(package)], warm=["verifiers.v1", "veriloop_sums"]
+    )

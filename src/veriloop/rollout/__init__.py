@@ -8,6 +8,7 @@ from veriloop.rollout._agent import AgentProgram, AgentRun, run_agent
 from veriloop.rollout._agent_rollout import agent_rollout
 from veriloop.rollout._engine import ENGINES, Engine, Prompt, create_engine
 from veriloop.rollout._episode import (
+    EPISODE_DRIVERS,
     EpisodeConfig,
     Observation,
     ToolExecutor,
@@ -21,6 +22,7 @@ from veriloop.rollout._gateway import Gateway, check_gateway_access
 from veriloop.rollout._gateway_calls import GatewayLimits
 from veriloop.rollout._gateway_chat import parse_tool_calls, tools_block
 from veriloop.rollout._gateway_records import GatewayCall, GatewayEpisode, episode_trajectory
+from veriloop.rollout._openenv_episode import run_openenv_episode
 from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer, quiet_transformers
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
@@ -50,11 +52,13 @@ summarize = summarize_rollout  # the earlier name, kept for one release
 
 __all__ = [
     "ENGINES",
+    "EPISODE_DRIVERS",
     "Action",
     "AgentProgram",
     "AgentRun",
     "Engine",
     "EpisodeConfig",
+    "run_openenv_episode",
     "FailureTracker",
     "FinishReason",
     "Gateway",

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from veriloop.core import (
     Message,
+    Registry,
     Response,
     Score,
     Snapshot,
@@ -146,6 +147,10 @@ class ToolExecutor(Protocol):
 
 
 Verify = Callable[[Task, Response], Awaitable[Score]]
+
+EPISODE_DRIVERS: Registry[Callable[..., Awaitable[Trajectory]]] = Registry("episode driver")
+"""verifier kind -> ``driver(task, engine, config, *, seed, group_id, sample_index)``: the episodes
+of tasks whose environment answers each turn and gives the reward itself (``openenv``)."""
 
 
 @dataclass
@@ -284,7 +289,12 @@ async def run_episode(
     sample_index: int = 0,
     predicate: StopPredicate | None = None,
 ) -> Trajectory:
-    """Run one episode of ``task`` and return its trajectory (never raises for model behaviour)."""
+    """Run one episode of ``task`` and return its trajectory (never raises for model behaviour).
+
+    Tasks of a kind in ``EPISODE_DRIVERS`` run through that driver instead (no tools, no verify)."""
+    if task.verifier_kind in EPISODE_DRIVERS:
+        driver = EPISODE_DRIVERS.get(task.verifier_kind)
+        return await driver(task, engine, config, seed=seed, group_id=group_id, sample_index=sample_index)
     state = _start(task, engine, config)
     try:
         return await _run_turns(task, engine, config, verify, tools, state, seed, group_id, sample_index, predicate)

@@ -9,6 +9,8 @@ from veriloop.verifiers.answers import _bfcl  # noqa: F401  (registers bfcl)
 from veriloop.verifiers.cad import _cad_geometry  # noqa: F401  (registers cad_geometry)
 from veriloop.verifiers.workspace import _reward_script, _workspace_checks, _workspace_tests  # noqa: F401  (registers the workspace kinds)
 from veriloop.verifiers.judge import _judge  # noqa: F401  (registers judge)
+from veriloop.verifiers.openenv import _openenv  # noqa: F401  (registers openenv)
+from veriloop.verifiers.prime_verifiers import _taskset  # noqa: F401  (registers verifiers_taskset)
 from veriloop.verifiers._combine import AllOfConfig, CheckSpec, WeightedConfig
 from veriloop.verifiers.answers._bfcl import BfclConfig
 from veriloop.verifiers.answers._document_fields import DocumentFieldsConfig, Identity
@@ -53,8 +55,28 @@ from veriloop.verifiers.judge._backends import (
 from veriloop.verifiers.judge._config import JudgeConfig, JudgeCriterion, judge_specs
 from veriloop.verifiers.judge._prompt import JudgePrompt, judge_prompt
 from veriloop.verifiers.judge._verdict import MalformedVerdict, read_verdict
+from veriloop.verifiers.openenv._openenv import (
+    EpisodeRecord,
+    OpenEnvConfig,
+    episode_verdict,
+    observation_text,
+    take_step,
+)
+from veriloop.verifiers.prime_verifiers._taskset import VerifiersTasksetConfig, export_taskset
+from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult, environment_description
 
 __all__ = [
+    "EpisodeRecord",
+    "OpenEnvConfig",
+    "OpenEnvError",
+    "OpenEnvSession",
+    "StepResult",
+    "environment_description",
+    "episode_verdict",
+    "observation_text",
+    "take_step",
+    "VerifiersTasksetConfig",
+    "export_taskset",
     "KindField",
     "AllOfConfig",
     "AuditReport",

@@ -1,0 +1,150 @@
+"""Episodes on OpenEnv environments: the environment, not a tool executor, answers each turn.
+
+For a task whose verifier kind is ``openenv`` (``veriloop.verifiers.OpenEnvConfig``), the episode
+opens a session on the environment's server and resets it; the reset's observation closes the
+prompt as a user message. Each model turn is sent as one action, and what the environment
+observes comes back as a tool message (token-level engines render it with the chat template,
+loss mask 0, as tool output is). The episode ends when the environment says ``done``, after the
+config's ``max_steps`` steps, or at the episode's own limits (turns, tokens, context); its score
+is the environment's reward (``episode_verdict``). The verifier is not called: the reward was
+given live. A server that cannot be reached or fails mid-episode makes the score an
+``infra_error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from veriloop.core import Message, Score, Task, Trajectory, Turn
+from veriloop.rollout._episode import (
+    EPISODE_DRIVERS,
+    EpisodeConfig,
+    _add_observation,
+    _assistant_text,
+    _fit_observation,
+    _generate,
+    _start,
+    _trajectory,
+    _turn_budget,
+)
+from veriloop.rollout._engine import Engine
+from veriloop.rollout._sampling import Sample, SamplingParams
+
+
+def _infra_error(task: Task, detail: str) -> Score:
+    return Score(id=task.id, task_id=task.id, reward=None, passed=False, status="infra_error", detail=detail)
+
+
+def _with_first_observation(task: Task, text: str) -> Task:
+    """``task`` whose prompt ends with the reset's observation, as a user message."""
+    messages = [Message(**m) for m in task.messages()]
+    return task.model_copy(update={"prompt": [*messages, Message(role="user", content=text)]})
+
+
+@EPISODE_DRIVERS.register("openenv")
+async def run_openenv_episode(
+    task: Task, engine: Engine, config: EpisodeConfig, *, seed: int | None, group_id: str | None, sample_index: int
+) -> Trajectory:
+    """One episode of ``task`` on its OpenEnv environment (see the module docstring)."""
+    from veriloop.verifiers import VERIFIERS, OpenEnvError, OpenEnvSession
+
+    env = VERIFIERS.get("openenv").parse_config(task.verifier)
+    try:
+        session = await asyncio.to_thread(OpenEnvSession, env.url, env.timeout_s)
+    except OpenEnvError as exc:
+        state = _start(task, engine, config)
+        return _trajectory(task, engine, state, _infra_error(task, str(exc)), "", "error", group_id, sample_index)
+    try:
+        return await _run_on_session(task, engine, config, env, session, seed, group_id, sample_index)
+    finally:
+        await asyncio.to_thread(session.close)
+
+
+async def _model_turn(engine: Engine, state: Any, config: EpisodeConfig, budget: int, seed: int | None) -> Sample:
+    """Sample one model turn of at most ``budget`` tokens and add it to the episode."""
+    if engine.tokenizer is not None:
+        state.context_tokens.append(len(state.context))
+    params = SamplingParams(
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=config.top_k,
+        max_tokens=budget,
+        seed=seed,
+        repetition_stop=config.stop.repetition_repeats,
+    )
+    sample = await _generate(engine, state, params)
+    text = _assistant_text(engine, sample)
+    versions = sample.versions or (engine.policy_version,) * len(sample.token_ids)
+    state.context.add_generated(sample.token_ids, sample.logprobs, versions)
+    state.messages.append({"role": "assistant", "content": text})
+    logprobs = sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else ()
+    state.turns.append(
+        Turn(
+            role="assistant",
+            text=text,
+            token_ids=sample.token_ids,
+            logprobs=logprobs,
+            generated_tokens=sample.num_tokens,
+        )
+    )
+    return sample
+
+
+async def _run_on_session(
+    task: Task,
+    engine: Engine,
+    config: EpisodeConfig,
+    env: Any,
+    session: Any,
+    seed: int | None,
+    group_id: str | None,
+    sample_index: int,
+) -> Trajectory:
+    from veriloop.verifiers import EpisodeRecord, OpenEnvError, episode_verdict, observation_text, take_step
+
+    def ended(state: Any, score: Score, text: str, reason: str) -> Trajectory:
+        return _trajectory(task, engine, state, score, text, reason, group_id, sample_index)
+
+    try:
+        start = await asyncio.to_thread(session.reset, **env.reset)
+    except OpenEnvError as exc:
+        return ended(_start(task, engine, config), _infra_error(task, str(exc)), "", "error")
+    state = _start(_with_first_observation(task, observation_text(env, start)), engine, config)
+    record, stop_reason, text = EpisodeRecord(done=start.done), "max_turns", ""
+    for turn_index in range(config.stop.max_turns):
+        if record.done or record.steps >= env.max_steps:
+            stop_reason = "done"
+            break
+        budget, short_reason = _turn_budget(task, engine, state, config)
+        if budget <= 0:
+            stop_reason = short_reason
+            break
+        sample = await _model_turn(engine, state, config, budget, None if seed is None else seed + 1000 * turn_index)
+        text = state.turns[-1].text
+        if sample.finish_reason == "error":  # the engine broke, not the model
+            detail = f"generation failed: {sample.error or 'the engine returned an error'}"
+            return ended(state, _infra_error(task, detail), text, "error")
+        try:
+            observed = await asyncio.to_thread(take_step, session, env, text, record)
+        except OpenEnvError as exc:
+            return ended(state, _infra_error(task, str(exc)), text, "error")
+        if record.done or turn_index == config.stop.max_turns - 1:
+            stop_reason = "done" if record.done else stop_reason
+            break
+        shown = observed[: config.max_observation_chars]
+        fitted = _fit_observation(engine, state, config, shown, config.max_tokens_for(task.domain))
+        if fitted is None:
+            stop_reason = "context_budget"
+            break
+        _add_observation(engine, state, *fitted)
+    verdict = episode_verdict(env, record)
+    score = Score(
+        id=task.id,
+        task_id=task.id,
+        reward=verdict.reward,
+        passed=verdict.passed,
+        detail=verdict.detail,
+        feedback=verdict.feedback,
+    )
+    return ended(state, score, text, stop_reason)

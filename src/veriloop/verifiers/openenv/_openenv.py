@@ -1,0 +1,157 @@
+"""The ``openenv`` verifier kind: the reward an OpenEnv environment gives an episode.
+
+A task names the environment by its server's address (``url``) and the options of its reset
+(``reset``, e.g. a seed). In an episode (``veriloop.rollout``) each model turn becomes one
+action and the environment's observations are shown to the model; the reward is the one the
+environment gives at ``done``. Offline (``veriloop verify`` on a response with ``turns``), the
+check replays the model's turns on a fresh session and takes the reward the same way, so it
+scores what the live episode scored when the environment is deterministic for its reset options.
+
+A turn becomes an action as follows: with ``action_field``, the action is ``{action_field: the
+turn's text}``; without it, the turn must give a JSON object (in a fenced block, or as its last
+object), which is sent as it is. A turn that gives no action, or an action the environment
+refuses as invalid, is not a step: the model is told why and the episode goes on. The
+environment's own failures (unreachable, an error while stepping, answers outside the protocol)
+are infra errors, never a reward of 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from veriloop.core import Task
+from veriloop.verifiers._registry import Answer, GraderError, Verdict, VerifierConfig, register_verifier
+from veriloop.verifiers.answers._json_schema import _NOT_JSON, RefusedJson, extract_json
+from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult, session_url
+
+_VALIDATION_ERROR = "VALIDATION_ERROR"
+
+
+class OpenEnvConfig(VerifierConfig):
+    url: str = Field(description="the environment server's address, http://HOST:PORT")
+    reset: dict[str, Any] = Field(default_factory=dict, description="options of the reset, e.g. {seed: 3}")
+    action_field: str | None = Field(
+        default=None,
+        description="the action field a turn's text fills; unset: a turn gives the action as a JSON object",
+    )
+    observation_field: str | None = Field(
+        default=None, description="the observation field shown to the model; unset: the observation as JSON"
+    )
+    reward: Literal["final", "sum"] = Field(
+        default="final", description="final: the reward given at done; sum: the sum of every step's reward"
+    )
+    max_steps: int = Field(default=32, ge=1, le=1000, description="steps after which an unfinished episode scores 0")
+    pass_reward: float = Field(default=1.0, description="the reward at or above which the episode passed")
+    timeout_s: float = Field(default=30.0, gt=0, le=600, description="limit of connecting and of each answer")
+
+    @field_validator("url")
+    @classmethod
+    def _address(cls, url: str) -> str:
+        try:
+            session_url(url)
+        except OpenEnvError as exc:
+            raise ValueError(str(exc)) from None
+        return url.rstrip("/")
+
+
+class InvalidAction(ValueError):
+    """A turn that gives no action the environment takes (its message is shown to the model)."""
+
+
+def action_of(config: OpenEnvConfig, text: str) -> dict[str, Any]:
+    """The action a model turn gives (see the module docstring); InvalidAction otherwise."""
+    if config.action_field is not None:
+        return {config.action_field: text.strip()}
+    try:
+        value = extract_json(text, "auto")
+    except RefusedJson as exc:
+        raise InvalidAction(f"the action is not standard JSON: {exc}") from None
+    if value is _NOT_JSON or not isinstance(value, dict):
+        raise InvalidAction('no action found: give the action as one JSON object, e.g. {"field": "value"}')
+    return value
+
+
+def observation_text(config: OpenEnvConfig, result: StepResult) -> str:
+    """What the model is shown of an observation."""
+    if config.observation_field is not None and config.observation_field in result.observation:
+        value = result.observation[config.observation_field]
+        return value if isinstance(value, str) else json.dumps(value)
+    return json.dumps(result.observation, sort_keys=True)
+
+
+@dataclass
+class EpisodeRecord:
+    """Rewards of an episode so far: steps taken, the reward given by each, and whether it ended."""
+
+    steps: int = 0
+    rewards: tuple[float | None, ...] = ()
+    done: bool = False
+
+    def add(self, result: StepResult) -> None:
+        self.steps += 1
+        self.rewards += (result.reward,)
+        self.done = result.done
+
+
+def take_step(session: OpenEnvSession, config: OpenEnvConfig, text: str, record: EpisodeRecord) -> str:
+    """Send turn ``text`` as one action; the text to show the model next (the observation, or
+    why the turn was not an action). OpenEnvError when the environment itself failed."""
+    try:
+        action = action_of(config, text)
+        result = session.step(action)
+    except InvalidAction as exc:
+        return f"Not an action: {exc}."
+    except OpenEnvError as exc:
+        if exc.code == _VALIDATION_ERROR:
+            return f"The environment refused the action: {exc.detail}"
+        raise
+    record.add(result)
+    return observation_text(config, result)
+
+
+def episode_verdict(config: OpenEnvConfig, record: EpisodeRecord) -> Verdict:
+    """The verdict for an episode's record (an unfinished episode scores 0)."""
+    if not record.done:
+        why = "it ran out of steps" if record.steps >= config.max_steps else "the turns ran out before done"
+        return Verdict(
+            0.0,
+            False,
+            detail=f"{config.url}: the episode did not finish after {record.steps} steps ({why})",
+            feedback="The episode did not finish.",
+        )
+    given = [r for r in record.rewards if r is not None]
+    reward = (record.rewards[-1] or 0.0) if config.reward == "final" else sum(given)
+    passed = reward >= config.pass_reward
+    return Verdict(
+        reward,
+        passed,
+        detail=f"{config.url}: done after {record.steps} steps, reward {reward:g}",
+        feedback="The episode succeeded." if passed else f"The episode ended with reward {reward:g}.",
+    )
+
+
+def replay(config: OpenEnvConfig, turns: Sequence[str]) -> Verdict:
+    """The verdict of a fresh session that receives ``turns`` as the model's turns."""
+    try:
+        with OpenEnvSession(config.url, config.timeout_s) as session:
+            start = session.reset(**config.reset)
+            record = EpisodeRecord(done=start.done)
+            for text in turns:
+                if record.done or record.steps >= config.max_steps:
+                    break
+                take_step(session, config, text, record)
+    except OpenEnvError as exc:
+        raise GraderError(str(exc)) from None
+    return episode_verdict(config, record)
+
+
+@register_verifier("openenv", OpenEnvConfig)
+def check_openenv(config: OpenEnvConfig, task: Task, response: str) -> Verdict:
+    """Replay the response's turns (the response itself when it has none) on the environment."""
+    turns = response.turns if isinstance(response, Answer) and response.turns else (str(response),)
+    return replay(config, turns)

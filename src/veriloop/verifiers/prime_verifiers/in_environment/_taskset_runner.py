@@ -1,0 +1,200 @@
+"""Runs a verifiers taskset inside the sandbox, on an environment that holds ``verifiers`` and
+the taskset's package; prints one JSON line, the last of its output.
+
+The host (``_taskset.py``) fills in ``SETTINGS`` before sending this source. Two modes:
+
+- ``export``: the taskset's tasks ``skip`` to ``skip + size`` (in ``load()`` order), each as its
+  task type's name, its key, its data as JSON (the wire form verifiers writes on its traces) and
+  the messages that open it (the system prompt, then the prompt);
+- ``score``: the task rebuilt from its data, a trace made of the task's messages and the model's
+  turns (``turns``; each one an assistant message the model produced, in order), and the task's
+  own ``score`` run on it without a runtime, as verifiers' offline replay does: the reward is
+  the weighted sum of the task's rewards. Rewards that need a runtime cannot run here and are
+  listed apart (``unsupported`` when that is all of them); a task with judges is
+  ``unsupported``: they need a model this sandbox cannot reach.
+
+A package that exposes ``load_environment(**args)`` instead (the API of verifiers before 0.4,
+which most published environments use) is run through it: the environment's ``eval_dataset``
+(``split``: ``auto`` takes it when there is one, else ``dataset``) gives the rows (``prompt``
+messages, or ``question`` after the environment's ``system_prompt``; ``answer``, ``info`` and
+``task`` kept), and its ``rubric.score_rollout(prompt, completion, answer, state, task, info)``
+(awaited when it is a coroutine; the arguments it does not take are left out) gives the reward.
+
+Nothing here is trusted with the verdict's form: the host reads the numbers and checks them.
+"""
+
+import asyncio
+import importlib
+import inspect
+import itertools
+import json
+
+SETTINGS = {}
+
+
+def _config(vf):
+    taskset_id = SETTINGS["taskset"]
+    fields = {**SETTINGS["args"], "id": taskset_id}
+    return vf.taskset_config_type(taskset_id).model_validate(fields)
+
+
+def _messages(data):
+    shown = [{"role": "system", "content": data.system_prompt}] if data.system_prompt else []
+    prompt = data.prompt
+    if isinstance(prompt, str):
+        return shown + [{"role": "user", "content": prompt}]
+    for message in prompt or []:
+        content = message.content if isinstance(message.content, str) else _text(message.content)
+        shown.append({"role": message.role, "content": content})
+    return shown
+
+
+def _text(parts):
+    return "\n".join(getattr(part, "text", "") for part in parts or [] if getattr(part, "text", ""))
+
+
+def export(vf):
+    taskset = vf.load_taskset(_config(vf))
+    start = SETTINGS["skip"]
+    rows = []
+    for task in itertools.islice(iter(taskset), start, start + SETTINGS["size"]):
+        rows.append(
+            {
+                "type": type(task).__name__,
+                "key": task.key,
+                "data": task.data.model_dump(mode="json", exclude_none=True),
+                "messages": _messages(task.data),
+            }
+        )
+    return {"rows": rows}
+
+
+def _needs_runtime(function):
+    parameter = inspect.signature(function).parameters.get("runtime")
+    return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+def _trace(vf, task):
+    from verifiers.v1.configs.agent import WireAgentConfig
+    from verifiers.v1.graph import MessageNode
+    from verifiers.v1.trace import AgentInfo, Trace, TraceTask
+
+    kinds = {"system": vf.SystemMessage, "user": vf.UserMessage, "assistant": vf.AssistantMessage}
+    messages = [(kinds[m["role"]](content=m["content"]), False) for m in _messages(task.data)]
+    messages += [(vf.AssistantMessage(content=text), True) for text in SETTINGS["turns"]]
+    nodes = [
+        MessageNode(parent=index - 1 if index else None, message=message, sampled=sampled)
+        for index, (message, sampled) in enumerate(messages)
+    ]
+    info = TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash)
+    return Trace(task=info, agent=AgentInfo(config=WireAgentConfig()), nodes=nodes, is_completed=True, ok=True)
+
+
+def score(vf):
+    config = _config(vf)
+    task_type = vf.task_type(SETTINGS["taskset"])
+    task = task_type(task_type.data_type().model_validate(SETTINGS["data"]), config=config.task)
+    judges = [judge.reward_name for judge in task.plugged_judges()]
+    if judges:
+        return {"unsupported": "judges (" + ", ".join(judges) + ") need a model, which the sandbox cannot reach"}
+    rewards = task.hooks("reward")
+    skipped = [f.__name__ for f in rewards if _needs_runtime(f)]
+    if len(skipped) == len(rewards):
+        return {"unsupported": "every reward needs a runtime (" + ", ".join(skipped) + ") or there is none"}
+    trace = _trace(vf, task)
+    asyncio.run(task.score(trace))
+    rewards = {
+        name: None if reward is None else {"score": reward.score, "weight": reward.weight}
+        for name, reward in trace.rewards.items()
+    }
+    return {"reward": trace.reward, "rewards": rewards, "metrics": trace.metrics, "skipped": skipped}
+
+
+def _module():
+    name = SETTINGS["taskset"].rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower()
+    return importlib.import_module(name)
+
+
+def _plain(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+def _row_messages(row, environment):
+    prompt = row.get("prompt")
+    if isinstance(prompt, list):
+        return [{"role": m["role"], "content": m["content"]} for m in prompt]
+    system = getattr(environment, "system_prompt", None)
+    shown = [{"role": "system", "content": system}] if system else []
+    return shown + [{"role": "user", "content": str(prompt if prompt is not None else row.get("question", ""))}]
+
+
+def classic_export(module):
+    environment = module.load_environment(**SETTINGS["args"])
+    eval_rows = getattr(environment, "eval_dataset", None)
+    split = SETTINGS.get("split", "auto")
+    split = "eval" if split == "eval" or (split == "auto" and eval_rows is not None) else "train"
+    rows = eval_rows if split == "eval" else environment.dataset
+    if rows is None:
+        raise SystemExit(f"the environment has no {'eval_dataset' if split == 'eval' else 'dataset'}")
+    start, exported = SETTINGS["skip"], []
+    for index, row in enumerate(itertools.islice(iter(rows), start, start + SETTINGS["size"]), start):
+        row = dict(row)
+        messages = _row_messages(row, environment)
+        data = {
+            "split": split,
+            "idx": index,
+            "prompt": messages,
+            "answer": row.get("answer", ""),
+            "info": row.get("info") or {},
+            "task": row.get("task", "default"),
+        }
+        if row.get("example_id") is not None:
+            data["example_id"] = row["example_id"]
+        key = str(row.get("example_id", index))
+        exported.append({"type": type(environment).__name__, "key": key, "data": _plain(data), "messages": messages})
+    return {"rows": exported}
+
+
+def classic_score(module):
+    environment = module.load_environment(**SETTINGS["args"])
+    data = SETTINGS["data"]
+    completion = [{"role": "assistant", "content": text} for text in SETTINGS["turns"]]
+    state = {
+        "prompt": data.get("prompt"),
+        "completion": completion,
+        "answer": data.get("answer", ""),
+        "task": data.get("task", "default"),
+        "info": data.get("info") or {},
+        "responses": [],
+        "turn": len(completion),
+    }
+    offered = {k: state[k] for k in ("prompt", "completion", "answer", "task", "info")}
+    offered["state"], offered["example_id"] = state, data.get("example_id", data.get("idx"))
+    score_rollout = environment.rubric.score_rollout
+    accepted = inspect.signature(score_rollout).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
+        offered = {k: v for k, v in offered.items() if k in accepted}
+    result = score_rollout(**offered)
+    if inspect.isawaitable(result):
+        result = asyncio.run(_awaited(result))
+    reward = result.get("reward") if isinstance(result, dict) else getattr(result, "reward", None)
+    metrics = result.get("metrics") if isinstance(result, dict) else getattr(result, "metrics", None)
+    return {"reward": reward, "rewards": {}, "metrics": _plain(metrics or {}), "skipped": []}
+
+
+async def _awaited(awaitable):
+    return await awaitable
+
+
+def main():
+    module = _module()
+    if hasattr(module, "load_environment"):
+        result = {"export": classic_export, "score": classic_score}[SETTINGS["mode"]](module)
+    else:
+        import verifiers.v1 as vf
+
+        result = {"export": export, "score": score}[SETTINGS["mode"]](vf)
+    print("\n" + json.dumps(result))
+
+
+main()

@@ -1,0 +1,137 @@
+"""verifiers tasksets: imported and scored in the sandbox, on an environment that holds a real
+``verifiers`` 0.4.0 and the taskset of ``examples/verifiers/veriloop-sums``, and on one that holds
+``verifiers`` 0.1.3 and ``classic_products``, an environment written with ``load_environment``."""
+
+from __future__ import annotations
+
+import pytest
+
+from veriloop.core import Response, Task, UserError
+from veriloop.tasks import IMPORTERS
+from veriloop.verifiers import verify
+
+
+def _import(environment: str, **options) -> list[Task]:
+    return IMPORTERS.get("verifiers").run({"taskset": "veriloop_sums", "environment": environment, **options})
+
+
+def _score(task: Task, *turns: str):
+    return verify(task, Response(id="r", task_id=task.id, response=turns[-1], turns=turns if len(turns) > 1 else ()))
+
+
+def test_a_task_without_an_environment_is_an_infra_error():
+    task = Task(
+        id="t",
+        domain="d",
+        prompt="What is 1 + 7?",
+        verifier={"kind": "verifiers_taskset", "taskset": "veriloop_sums", "data": {"answer": "8"}},
+    )
+    score = _score(task, "<answer>8</answer>")
+    assert (score.status, score.reward) == ("infra_error", None)
+    assert "runs on an environment" in score.detail
+
+
+def test_importing_from_a_missing_environment_names_the_command_that_builds_it(run_cli, tmp_path):
+    done = run_cli(
+        "tasks",
+        "import",
+        "verifiers",
+        "veriloop_sums",
+        "--environment",
+        "no-such-env",
+        "--out",
+        str(tmp_path / "t.jsonl"),
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "veriloop env build" in done.stderr and not (tmp_path / "t.jsonl").exists()
+
+
+@pytest.mark.e2e
+def test_the_taskset_imports_as_tasks_that_keep_their_data(env_with_verifiers):
+    tasks = _import(env_with_verifiers.name, skip=1, size=3)
+    assert [t.id for t in tasks] == ["veriloop_sums/sum-2-4", "veriloop_sums/sum-3-1", "veriloop_sums/sum-4-8"]
+    first = tasks[0]
+    assert first.messages() == [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "What is 2 + 4? Give the result inside <answer></answer>."},
+    ]
+    assert first.environment == env_with_verifiers.name and first.gold is None
+    assert first.verifier["data"]["answer"] == "6" and first.verifier["data"]["idx"] == 1
+    assert first.metadata["verifiers"]["type"] == "SumsTask"
+
+
+@pytest.mark.e2e
+def test_responses_score_the_tasks_weighted_rewards(env_with_verifiers):
+    [task] = _import(env_with_verifiers.name, size=1)  # 1 + 7
+    right = _score(task, "<answer>8</answer>")
+    assert (right.status, right.reward, right.passed) == ("scored", 1.0, True)
+    assert right.environment == env_with_verifiers.hash
+    brief_but_wrong = _score(task, "<answer>9</answer>")
+    assert (brief_but_wrong.reward, brief_but_wrong.passed) == (0.25, False)
+    assert "brief 1x0.25" in brief_but_wrong.detail and "correct 0x0.75" in brief_but_wrong.detail
+    hedged = _score(task, "It could be <answer>8</answer> or perhaps <answer>9</answer>, I am not sure")
+    assert hedged.reward == 0.0
+
+
+@pytest.mark.e2e
+def test_a_multi_turn_response_is_scored_on_its_turns_in_order(env_with_verifiers):
+    [task] = _import(env_with_verifiers.name, size=1)
+    assert _score(task, "<answer>9</answer>", "<answer>8</answer>").reward == 1.0  # the last reply counts
+    assert _score(task, "<answer>8</answer>", "<answer>9</answer>").reward == 0.25
+
+
+@pytest.mark.e2e
+def test_a_broken_task_or_taskset_is_an_infra_error_and_an_unknown_one_a_user_error(env_with_verifiers):
+    [task] = _import(env_with_verifiers.name, size=1)
+    broken = task.model_copy(update={"verifier": {**task.verifier, "data": {"prompt": "no answer field"}}})
+    score = _score(broken, "<answer>8</answer>")
+    assert (score.status, score.reward) == ("infra_error", None)
+    assert "answer" in score.detail
+    with pytest.raises(UserError, match="taskset 'no_such_taskset'"):
+        IMPORTERS.get("verifiers").run({"taskset": "no_such_taskset", "environment": env_with_verifiers.name})
+
+
+@pytest.fixture(scope="module")
+def env_with_classic(env_store, tmp_path_factory):
+    """An environment holding ``classic_products`` (this folder): an environment of a real
+    ``verifiers`` 0.1.3 (``load_environment`` returning a ``SingleTurnEnv``), the API before 0.4
+    (copied first: pip builds in its folder)."""
+    import shutil
+    from pathlib import Path
+
+    from veriloop.sandbox._environments import build_environment
+
+    package = tmp_path_factory.mktemp("classic") / "classic-products"
+    shutil.copytree(Path(__file__).with_name("classic_products"), package)
+    return build_environment("classic-products", [str(package)], warm=["classic_products"])
+
+
+@pytest.mark.e2e
+def test_a_load_environment_package_imports_its_eval_rows_or_its_dataset(env_with_classic):
+    tasks = IMPORTERS.get("verifiers").run(
+        {"taskset": "classic_products", "environment": env_with_classic.name, "args": {"num_eval": 2}}
+    )
+    assert [t.id for t in tasks] == ["classic_products/eval/0", "classic_products/eval/1"]
+    assert tasks[0].messages() == [
+        {"role": "system", "content": "Put the final answer in \\boxed{}."},
+        {"role": "user", "content": "What is 5 * 5?"},
+    ]
+    assert tasks[0].verifier["data"]["answer"] == "25" and tasks[0].verifier["data"]["info"] == {"factors": [5, 5]}
+    train = IMPORTERS.get("verifiers").run(
+        {"taskset": "classic_products", "environment": env_with_classic.name, "split": "train", "size": 2}
+    )
+    assert [t.id for t in train] == ["classic_products/train/0", "classic_products/train/1"]
+    assert [t.messages()[-1]["content"] for t in train] == ["What is 1 * 3?", "What is 2 * 6?"]
+
+
+@pytest.mark.e2e
+def test_a_load_environment_rubric_scores_the_turns(env_with_classic):
+    [task] = IMPORTERS.get("verifiers").run(
+        {"taskset": "classic_products", "environment": env_with_classic.name, "size": 1}
+    )  # 5 * 5
+    right = _score(task, "So \\boxed{25}")
+    assert (right.status, right.reward, right.passed) == ("scored", 1.0, True)
+    assert "correct_answer 1" in right.detail and "boxed_format 1" in right.detail
+    assert _score(task, "\\boxed{24}").reward == pytest.approx(0.2)
+    assert _score(task, "25").reward == 0.0
+    assert _score(task, "\\boxed{24}", "no, \\boxed{25}").reward == 1.0  # the last turn is the answer
