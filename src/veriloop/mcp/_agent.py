@@ -41,8 +41,9 @@ async def arun_agent(
     max_turns: int = 8,
     **completion: Any,
 ) -> str:
-    """Answer ``prompt`` (text, or chat messages) with the tools of ``servers`` (default: veriloop's
-    own, ``VERILOOP_TOOLS``), at most ``max_turns`` chat completions.
+    """Answer ``prompt`` (text, or chat messages) with the tools of ``servers`` (default: those
+    ``VERILOOP_MCP_SERVERS`` names, which a run's ``rollout.agent.mcp`` sets; else veriloop's own,
+    ``VERILOOP_TOOLS``), at most ``max_turns`` chat completions.
 
     ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (the openai
     client's own defaults); ``model`` to ``OPENAI_MODEL``, else the first model the endpoint
@@ -52,7 +53,7 @@ async def arun_agent(
 
     if max_turns < 1:
         raise UserError(f"max_turns is {max_turns}: an agent needs at least one turn")
-    servers = (VERILOOP_TOOLS,) if servers is None else mcp_servers(servers)
+    servers = configured_servers() if servers is None else mcp_servers(servers)
     messages = opening_messages(prompt)
     answer = ""
     async with AsyncOpenAI(base_url=base_url, api_key=api_key) as client, McpTools(servers) as tools:
@@ -104,3 +105,20 @@ async def tool_messages(tools: McpTools, tool_calls: Sequence[Any]) -> list[dict
             result = await tools.call(function.name, function.arguments)
         messages.append({"role": "tool", "tool_call_id": call.id, "content": result.text})
     return messages
+
+
+SERVERS_VARIABLE = "VERILOOP_MCP_SERVERS"
+
+
+def configured_servers() -> tuple[McpServer, ...]:
+    """The servers ``VERILOOP_MCP_SERVERS`` names (a JSON list of server entries), else veriloop's own."""
+    import json
+
+    text = os.environ.get(SERVERS_VARIABLE)
+    if not text:
+        return (VERILOOP_TOOLS,)
+    try:
+        entries = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"{SERVERS_VARIABLE} is not JSON: {exc}") from None
+    return mcp_servers(entries, SERVERS_VARIABLE)

@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -51,6 +51,11 @@ class AgentProgram(BaseModel):
     timeout_s: float = Field(default=600.0, gt=0, description="one episode's wall-clock limit; then it is killed")
     env: dict[str, str] = Field(default_factory=dict, description="more environment variables for the program")
     cwd: str | None = Field(default=None, description="working directory of the program (default: the current one)")
+    mcp: tuple[dict[str, Any], ...] = Field(
+        default=(),
+        description="MCP servers the program's tools come from ({command: [...]} stdio servers started per episode "
+        "in the sandbox, or {url: ...}), given to it as VERILOOP_MCP_SERVERS (JSON); veriloop.mcp:run_agent uses them",
+    )
 
     @model_validator(mode="after")
     def _one_program(self) -> AgentProgram:
@@ -108,6 +113,8 @@ async def run_agent(
         "OPENAI_API_KEY": api_key,
         "VERILOOP_EPISODE_ID": episode_id,
     }
+    if program.mcp:
+        env["VERILOOP_MCP_SERVERS"] = json.dumps(list(program.mcp))
     started = time.perf_counter()
     if program.callable:
         if host is not None:

@@ -417,6 +417,13 @@ def _check_agent(config: TrainConfig) -> None:
             "rollout.agent runs the agent program's own loop and tools through the gateway; it does not combine "
             f"with {', '.join(chosen)}"
         )
+    if rollout.agent.mcp:
+        from veriloop.mcp import mcp_servers
+
+        try:
+            mcp_servers(list(rollout.agent.mcp), "rollout.agent.mcp")
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
 
 
 def _check_partial_rollouts(config: TrainConfig) -> None:
