@@ -19,3 +19,5 @@ def test_example_configs_load():
     colocated = load_config(EXAMPLES / "vllm_rl.yaml")
     assert colocated.rollout.engine == "vllm" and colocated.pipeline.mode == "sync"
     assert colocated.rollout.vllm_kv_cache_mb == 256 and colocated.rollout.top_p == 1.0
+    agent = load_config(EXAMPLES / "agents" / "train_calculator.yaml")
+    assert agent.rollout.agent.callable == "calculator_agent:solve" and agent.rollout.agent.cwd == "examples/agents"
