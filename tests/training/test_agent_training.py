@@ -18,8 +18,7 @@ def _agent_config(make_config, name, agent, steps, prompts=2, group_size=8, **se
     return make_config(
         name=name,
         rollout={"prompts_per_step": prompts, "group_size": group_size, "max_tokens": 8, "agent": agent},
-        run={"steps": steps},
-        **sections,
+        **{"run": {"steps": steps}, **sections},
     )
 
 
@@ -36,8 +35,10 @@ def test_the_example_agent_trains_unchanged_and_its_reward_rises(make_config, di
     """Digit tasks (a random tiny model writes a digit sometimes, so RL has signal): the agent's
     answers earn more as the policy it calls is trained through the gateway."""
     agent = {"callable": "calculator_agent:solve", "cwd": str(EXAMPLE)}
-    trainer = RLTrainer(_agent_config(make_config, "agent", agent, steps=12), tasks=digit_tasks)
+    config = _agent_config(make_config, "agent", agent, steps=12, run={"steps": 12, "eval_every": 12})
+    trainer = RLTrainer(config, tasks=digit_tasks, heldout=digit_tasks[:4])
     history = trainer.train()
+    assert 0 <= history[-1]["eval/pass@1"] <= 1  # the held-out tasks are played by the agent too
     rewards = [metrics["reward/sampled_mean"] for metrics in history]
     assert all(metrics["groups/infra_error"] == 0 for metrics in history), history
     assert sum(rewards[-4:]) / 4 > sum(rewards[:4]) / 4 + 0.1, rewards

@@ -30,6 +30,7 @@ from veriloop.rollout import (
     LeanDecoder,
     RolloutBatch,
     TrajectoryStore,
+    agent_rollout,
     context_summary,
     rollout,
     summarize_rollout,
@@ -469,16 +470,32 @@ class RLTrainer:
         """Sampled pass@1 on the held-out tasks (``run.eval_samples`` samples each), per domain too;
         each rank samples its share of the tasks."""
         share = self.ranks.share(len(self.heldout))
-        batch = rollout(
-            self.heldout[share.start : share.stop],
-            self.engine,
-            self.episode,
-            group_size=self.config.run.eval_samples,
-            concurrency=self.config.rollout.concurrency,
-            seed=10_007,
-            tools=self.tools,
-            first_task_index=share.start,
-        )
+        tasks, agent = self.heldout[share.start : share.stop], self.config.rollout.agent
+        if agent is not None:  # the agent program plays the held-out tasks as it plays training ones
+            episode = self.episode
+            batch = agent_rollout(
+                tasks,
+                self.engine,
+                agent,
+                group_size=self.config.run.eval_samples,
+                temperature=episode.temperature,
+                top_p=episode.top_p,
+                top_k=episode.top_k,
+                max_tokens=episode.max_tokens_per_turn,
+                concurrency=self.config.rollout.concurrency,
+                seed=10_007,
+            )
+        else:
+            batch = rollout(
+                tasks,
+                self.engine,
+                self.episode,
+                group_size=self.config.run.eval_samples,
+                concurrency=self.config.rollout.concurrency,
+                seed=10_007,
+                tools=self.tools,
+                first_task_index=share.start,
+            )
         by_domain: dict[str, list[float]] = {}
         for t in (t for part in self.ranks.gather(list(batch.trajectories)) for t in part):
             by_domain.setdefault(t.domain, []).append(float(t.score is not None and t.score.passed))
