@@ -135,9 +135,10 @@ async def test_the_calculator_and_the_file_tools_work_through_the_sandboxed_serv
         assert written.text == "wrote 9 bytes to notes/plan.txt" and not written.is_error
         assert (await tools.call("list_files", "{}")).text == "notes/\nnotes/plan.txt"
         assert (await tools.call("read_file", {"path": "notes/plan.txt"})).text == "step one\n"
-        # The server's working directory is the box's private /tmp, not the host's.
-        where = await tools.call("write_file", {"path": f"/tmp/{tmp_path.name}-planted", "content": "x"})
-    assert not where.is_error and not Path(f"/tmp/{tmp_path.name}-planted").exists()
+        # The server's working directory is an empty folder of the box's private /tmp, not the
+        # host's /tmp (nor does it list what the box binds under /tmp, a checkout or venv there).
+        where = await tools.call("write_file", {"path": f"/tmp/workspace/{tmp_path.name}-planted", "content": "x"})
+    assert not where.is_error and not Path(f"/tmp/workspace/{tmp_path.name}-planted").exists()
 
 
 async def test_paths_that_leave_the_workspace_are_refused():

@@ -27,6 +27,7 @@ from veriloop.mcp._config import McpServer
 from veriloop.sandbox import start_isolated_process
 
 STDERR_TAIL_BYTES = 2000
+SERVER_WORKDIR = "/tmp/workspace"  # a server's working directory: empty, writable, its own
 _EXIT_WAIT_S = 1.0  # after its output ends, how long the box is given to report its exit status
 
 
@@ -55,6 +56,7 @@ class BoxedStdio:
             env=self.server.env,
             keep_stderr=True,
             environment=self.server.environment,
+            workdir=SERVER_WORKDIR,
         )
         loop = asyncio.get_running_loop()
         pipes: list[asyncio.BaseTransport] = []

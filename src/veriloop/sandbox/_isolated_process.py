@@ -150,16 +150,23 @@ def isolated_argv(
     seccomp_fd: int | None,
     env: Mapping[str, str] | None = None,
     python: BoxPython | None = None,
+    workdir: str = "/tmp",
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in the box (``seccomp_fd``: a pipe holding the
     filter; ``env``: variables set after the box's own, which they may replace; ``python``: what
-    it runs on, by default the host's interpreter, ``box_python()``)."""
+    it runs on, by default the host's interpreter, ``box_python()``; ``workdir``: its working
+    directory, an empty folder made inside the private ``/tmp`` when it is not ``/tmp`` itself,
+    whose listing then holds none of the read-only roots bound under ``/tmp``)."""
     python = python or box_python()
     args = [bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
     args += ["--die-with-parent", "--as-pid-1", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
     args += ["--hostname", "sandbox", *_mounts(limits, python), "--proc", "/proc", "--dev", "/dev"]
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    args += ["--chdir", "/tmp", "--clearenv"]
+    if workdir != "/tmp":
+        if not workdir.startswith("/tmp/") or ".." in workdir.split("/"):
+            raise ValueError(f"workdir {workdir!r}: a folder inside the box's /tmp")
+        args += ["--dir", workdir]
+    args += ["--chdir", workdir, "--clearenv"]
     # The interpreter's bin directory first: `python` and the environment's scripts are its own.
     path = f"{os.path.dirname(python.executable)}:/usr/bin:/bin"
     box_env = {"PATH": path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -196,13 +203,15 @@ def start_isolated_process(
     env: Mapping[str, str] | None = None,
     keep_stderr: bool = False,
     environment: str | None = None,
+    workdir: str = "/tmp",
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` (a command of the box's interpreter, or a program on the box's ``PATH``) in
     the box under ``limits`` (see the module's table), with ``env`` added to its environment, piped
     stdin and stdout, and stderr discarded (piped with ``keep_stderr``: the caller then drains it,
     or the process blocks once the pipe is full). The box runs the host's interpreter
     (``sys.executable``) with its packages or, given ``environment``, that built environment alone
-    (``box_python``). The box is killed when the thread that started it ends (bubblewrap's
+    (``box_python``), in ``workdir`` (see ``isolated_argv``). The box is killed when the thread
+    that started it ends (bubblewrap's
     ``--die-with-parent``), or when the returned process (bubblewrap) is killed: start boxes from
     a long-lived thread.
 
@@ -218,7 +227,7 @@ def start_isolated_process(
         read_fd, write_fd = os.pipe()
         os.write(write_fd, program)  # a few hundred bytes: fits the pipe buffer
         os.close(write_fd)
-    command = isolated_argv(argv, limits, read_fd, env, python)
+    command = isolated_argv(argv, limits, read_fd, env, python, workdir)
     if cap is not None:  # join the group first, so every process of the box starts in it
         command = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', cap.join_file, *command]
     try:
