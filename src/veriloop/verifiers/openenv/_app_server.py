@@ -5,7 +5,7 @@ A task may name the environment as an ASGI app to start (``module:attribute``, o
 server's address. The model's actions are untrusted input to that server, so it runs in the
 sandbox's isolated process (``veriloop.sandbox.start_isolated_process``: the environment's
 packages alone, no network, nothing of the host writable, the limits given). uvicorn serves the
-app there on a Unix socket (``sandboxed/serve_app.py``) in a host directory bound into the box,
+app there on a Unix socket (``in_environment/_serve_app.py``) in a host directory bound into the box,
 the one way in, the box having no network; the client reaches it as ``unix:///PATH``.
 
 One server per episode, not per batch, although openenv-core's ``/ws`` gives each connection
@@ -37,7 +37,7 @@ from veriloop.sandbox import Limits, SandboxUnavailable, start_isolated_process
 from veriloop.verifiers.openenv._protocol import OpenEnvError
 
 STDERR_TAIL_BYTES = 4000
-_SERVE_APP = (Path(__file__).parent / "sandboxed" / "serve_app.py").read_text()
+_SERVE_APP = (Path(__file__).parent / "in_environment" / "_serve_app.py").read_text()
 _SOCKET_DIR = "/openenv"  # where the box sees the socket's host directory
 _SOURCE_DIR = "/openenv-app"  # where the box sees the app's source directory, when given
 _POLL_S = 0.02

@@ -1,7 +1,7 @@
 """Serves an OpenEnv environment's ASGI app on a Unix socket; runs inside the sandbox.
 
 Run by the interpreter of a built environment (standard library and the environment's own
-packages only: uvicorn and the app's): ``python serve_app.py APP SOCKET [SOURCE_DIR]``. ``APP``
+packages only: uvicorn and the app's): ``python _serve_app.py APP SOCKET [SOURCE_DIR]``. ``APP``
 is ``module:attribute`` (the app) or ``module:attribute()`` (a factory called without
 arguments to make it); ``SOURCE_DIR``, when given, comes first on ``sys.path``. A module that
 does not import, or an attribute it lacks, ends the process with its traceback on stderr.

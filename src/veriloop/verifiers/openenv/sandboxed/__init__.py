@@ -1,2 +1,0 @@
-"""Code that runs inside the sandbox, on a built environment's interpreter: standard library and
-that environment's packages only, shipped as source (``serve_app.py``)."""
