@@ -6,6 +6,7 @@ the action is ``{"guess": int}``; each wrong guess observes ``higher`` or ``lowe
 action without an integer ``guess`` is refused with ``VALIDATION_ERROR``, as openenv-core's
 server refuses an action its model does not validate. Sessions run over ``/ws`` (one
 environment per connection); ``/health``, ``/metadata`` and ``/schema`` answer over plain HTTP.
+``GuessServer`` serves it on loopback TCP, ``GuessUnixServer`` on a Unix socket.
 """
 
 from __future__ import annotations
@@ -165,6 +166,23 @@ class GuessServer(socketserver.ThreadingTCPServer):
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
         self.server_close()
+
+
+class GuessUnixServer(socketserver.ThreadingUnixStreamServer):
+    """The same environment on the Unix socket at ``path``; its ``url`` is ``unix://PATH``."""
+
+    daemon_threads = True
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, _Handler)
+        self.sessions = 0
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.server_address}"
+
+    __enter__ = GuessServer.__enter__
+    __exit__ = GuessServer.__exit__
 
 
 def free_port() -> int:

@@ -5,7 +5,9 @@ The environment hides a number from 0 to 9 (``seed % 10`` at reset); the action 
 ends the episode with reward 1, the fifth wrong one ends it with reward 0.
 
 Run it with the interpreter of an environment that holds openenv-core (see
-docs/integrations/openenv.md): ``python guess_server.py PORT`` serves it on 127.0.0.1:PORT.
+docs/integrations/openenv.md): ``python guess_server.py PORT`` serves it on 127.0.0.1:PORT. Or
+let veriloop start it in the sandbox for each episode: a task names it as ``"app":
+"guess_server:app"`` with ``"app_dir"`` this folder and ``"environment"`` that environment.
 """
 
 import sys

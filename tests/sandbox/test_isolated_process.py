@@ -64,6 +64,42 @@ def test_nothing_of_the_host_is_writable(tmp_path):
     assert process.returncode != 0 and not os.path.exists(target)
 
 
+SERVE_ONE = """
+import os, socket
+try:
+    open("/shown/planted", "w")
+except OSError as exc:
+    print("read-only:", exc.errno, flush=True)
+listener = socket.socket(socket.AF_UNIX)
+listener.bind("/bound/box.sock")
+listener.listen(1)
+print("listening", open("/shown/note.txt").read(), flush=True)
+connection, _ = listener.accept()
+connection.sendall(b"hello from the box")
+connection.close()
+"""
+
+
+def test_a_bound_directory_carries_a_unix_socket_out_of_the_box_and_a_read_only_one_stays_so(tmp_path):
+    bound, shown = tmp_path / "bound", tmp_path / "shown"
+    bound.mkdir()
+    shown.mkdir()
+    (shown / "note.txt").write_text("visible")
+    process = start_isolated_process(
+        [sys.executable, "-I", "-c", SERVE_ONE], Limits(), binds={str(bound): "/bound"}, ro_binds={str(shown): "/shown"}
+    )
+    try:
+        assert process.stdout.readline().split()[:2] == [b"read-only:", b"30"]  # EROFS
+        assert process.stdout.readline() == b"listening visible\n"
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(bound / "box.sock"))
+            assert client.recv(100) == b"hello from the box"
+    finally:
+        process.kill()
+        process.wait()
+    assert not (shown / "planted").exists()
+
+
 def test_the_callers_variables_and_the_hosts_interpreter_are_in_the_box():
     code = "import os, sys; print(os.environ['GREETING'], sys.prefix, os.environ['HOME'])"
     process = start_isolated_process(["python", "-I", "-c", code], Limits(), env={"GREETING": "hello"})

@@ -96,3 +96,45 @@ def test_the_address_must_be_http_or_ws():
     with pytest.raises(ValidationError, match="not an environment's address"):
         VERIFIERS.get("openenv").parse_config({"url": "ftp://example.org"})
     assert OpenEnvConfig(url="http://127.0.0.1:8000/").url == "http://127.0.0.1:8000"
+
+
+def test_a_server_on_a_unix_socket_is_reached_at_its_unix_address(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from veriloop.verifiers import environment_description
+
+    spec = importlib.util.spec_from_file_location("openenv_server", Path(__file__).parents[1] / "openenv_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with module.GuessUnixServer(str(tmp_path / "env.sock")) as server:
+        score = _verify(_task(server.url), '{"guess": 5}', '{"guess": 7}')
+        assert (score.status, score.reward, server.sessions) == ("scored", 1.0, 1)
+        assert score.detail.startswith(f"{server.url}: done after 2 steps")
+        metadata, schema = environment_description(server.url)
+    assert metadata["name"] == "guess" and schema["action"]["required"] == ["guess"]
+    gone = _verify(_task(server.url), '{"guess": 7}')
+    assert gone.status == "infra_error" and "cannot open a session" in gone.detail
+
+
+def test_a_config_names_one_server_a_url_or_an_app_on_its_environment():
+    parse = VERIFIERS.get("openenv").parse_config
+    with pytest.raises(ValidationError, match="give the environment's url"):
+        parse({})
+    with pytest.raises(ValidationError, match="give the environment's url"):
+        parse({"url": "http://127.0.0.1:8000", "app": "server:app", "environment": "env"})
+    with pytest.raises(ValidationError, match="needs the environment it runs on"):
+        parse({"app": "server:app"})
+    with pytest.raises(ValidationError, match="not an app reference"):
+        parse({"app": "server.py", "environment": "env"})
+    with pytest.raises(ValidationError, match="not a Unix socket's address"):
+        parse({"url": "unix://relative/env.sock"})
+    config = parse({"app": "pkg.server:make_app()", "environment": "env", "app_dir": "examples/openenv"})
+    assert config.app_dir.startswith("/") and config.where == "pkg.server:make_app() (environment env)"
+
+
+def test_an_app_on_an_environment_that_is_not_built_is_an_infra_error(env_store):
+    verifier = {"kind": "openenv", "app": "server:app", "environment": "not-built-here"}
+    score = _verify(Task(id="guess/7", domain="games", prompt="Find the number.", verifier=verifier), '{"guess": 7}')
+    assert (score.status, score.reward) == ("infra_error", None)
+    assert "server:app (environment not-built-here) did not start" in score.detail

@@ -1,7 +1,8 @@
 """Episodes on OpenEnv environments: the environment, not a tool executor, answers each turn.
 
 For a task whose verifier kind is ``openenv`` (``veriloop.verifiers.OpenEnvConfig``), the episode
-opens a session on the environment's server and resets it; the reset's observation closes the
+opens a session on the environment's server (for a task that names the environment's app, a
+server of its own started in the sandbox, ended with the episode) and resets it; the reset's observation closes the
 prompt as a user message. Each model turn is sent as one action, and what the environment
 observes comes back as a tool message (token-level engines render it with the chat template,
 loss mask 0, as tool output is). The episode ends when the environment says ``done``, after the
@@ -14,6 +15,7 @@ given live. A server that cannot be reached or fails mid-episode makes the score
 from __future__ import annotations
 
 import asyncio
+from contextlib import ExitStack
 from typing import Any
 
 from veriloop.core import Message, Score, Task, Trajectory, Turn
@@ -47,18 +49,20 @@ async def run_openenv_episode(
     task: Task, engine: Engine, config: EpisodeConfig, *, seed: int | None, group_id: str | None, sample_index: int
 ) -> Trajectory:
     """One episode of ``task`` on its OpenEnv environment (see the module docstring)."""
-    from veriloop.verifiers import VERIFIERS, OpenEnvError, OpenEnvSession
+    from veriloop.verifiers import VERIFIERS, OpenEnvError, environment_session
 
     env = VERIFIERS.get("openenv").parse_config(task.verifier)
+    # Entered and left in worker threads: an app's server starts in one, which outlives the episode.
+    opened = ExitStack()
     try:
-        session = await asyncio.to_thread(OpenEnvSession, env.url, env.timeout_s)
+        session = await asyncio.to_thread(opened.enter_context, environment_session(env))
     except OpenEnvError as exc:
         state = _start(task, engine, config)
         return _trajectory(task, engine, state, _infra_error(task, str(exc)), "", "error", group_id, sample_index)
     try:
         return await _run_on_session(task, engine, config, env, session, seed, group_id, sample_index)
     finally:
-        await asyncio.to_thread(session.close)
+        await asyncio.to_thread(opened.close)
 
 
 async def _model_turn(engine: Engine, state: Any, config: EpisodeConfig, budget: int, seed: int | None) -> Sample:

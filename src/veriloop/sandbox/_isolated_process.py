@@ -15,8 +15,8 @@ must not read what the host's environment holds (packaged datasets among it).
 
 The box: private namespaces (user, PID, IPC, UTS, mount, network: no network at all); the
 system, the interpreter, its virtual environment and the ``veriloop`` package (or the environment
-and its base interpreter) mounted read-only; nothing of the host writable. The one writable place
-is a private ``/tmp`` of ``limits.disk_mb`` (libraries such as matplotlib need one at import).
+and its base interpreter) mounted read-only; nothing of the host writable but the directories
+the caller binds (``binds``), nothing else of it visible but those it binds read-only (``ro_binds``). The one writable place of its own is a private ``/tmp`` of ``limits.disk_mb`` (libraries such as matplotlib need one at import).
 The environment is cleared but for a few variables (and those the caller adds, ``env``), the
 sandbox's seccomp filter applies, and the process is PID 1 of its namespace, so it may fork a
 child per request and kill every process left behind. Nothing else of the host is visible: no
@@ -123,12 +123,16 @@ def kept_in_tmp(roots: Sequence[str] | None = None) -> tuple[str, ...]:
     return tuple(r for r in (read_only_roots() if roots is None else roots) if r.startswith("/tmp/"))
 
 
-def _mounts(limits: Limits, python: BoxPython) -> list[str]:
+def _mounts(limits: Limits, python: BoxPython, binds: Mapping[str, str], ro_binds: Mapping[str, str]) -> list[str]:
     args = system_mounts()
     # The private /tmp before the roots: a root under /tmp is bound inside it, not hidden by it.
     args += ["--size", str(limits.disk_mb * MIB), "--tmpfs", "/tmp"]
     for root in python.roots:
         args += ["--ro-bind", root, root]
+    for host, inside in binds.items():
+        args += ["--bind", host, inside]
+    for host, inside in ro_binds.items():
+        args += ["--ro-bind", host, inside]
     for folder in python.hidden:
         args += ["--tmpfs", folder, "--remount-ro", folder]
     for name in LOADER_ETC:
@@ -151,16 +155,27 @@ def isolated_argv(
     env: Mapping[str, str] | None = None,
     python: BoxPython | None = None,
     workdir: str = "/tmp",
+    binds: Mapping[str, str] | None = None,
+    ro_binds: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in the box (``seccomp_fd``: a pipe holding the
     filter; ``env``: variables set after the box's own, which they may replace; ``python``: what
     it runs on, by default the host's interpreter, ``box_python()``; ``workdir``: its working
     directory, an empty folder made inside the private ``/tmp`` when it is not ``/tmp`` itself,
-    whose listing then holds none of the read-only roots bound under ``/tmp``)."""
+    whose listing then holds none of the read-only roots bound under ``/tmp``; ``binds`` and
+    ``ro_binds``: host directories bound writable and read-only, each at the path given)."""
     python = python or box_python()
     args = [bwrap_executable(), "--unshare-all", "--unshare-user", "--disable-userns"]
     args += ["--die-with-parent", "--as-pid-1", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-    args += ["--hostname", "sandbox", *_mounts(limits, python), "--proc", "/proc", "--dev", "/dev"]
+    args += [
+        "--hostname",
+        "sandbox",
+        *_mounts(limits, python, binds or {}, ro_binds or {}),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     if workdir != "/tmp":
         if not workdir.startswith("/tmp/") or ".." in workdir.split("/"):
@@ -204,14 +219,18 @@ def start_isolated_process(
     keep_stderr: bool = False,
     environment: str | None = None,
     workdir: str = "/tmp",
+    binds: Mapping[str, str] | None = None,
+    ro_binds: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` (a command of the box's interpreter, or a program on the box's ``PATH``) in
     the box under ``limits`` (see the module's table), with ``env`` added to its environment, piped
     stdin and stdout, and stderr discarded (piped with ``keep_stderr``: the caller then drains it,
     or the process blocks once the pipe is full). The box runs the host's interpreter
     (``sys.executable``) with its packages or, given ``environment``, that built environment alone
-    (``box_python``), in ``workdir`` (see ``isolated_argv``). The box is killed when the thread
-    that started it ends (bubblewrap's
+    (``box_python``), in ``workdir`` (see ``isolated_argv``). ``binds`` maps host directories to
+    the paths where the box sees them, writable (a Unix socket the process listens on there is how
+    the host reaches it, the box having no network); ``ro_binds`` likewise, read-only. The box is
+    killed when the thread that started it ends (bubblewrap's
     ``--die-with-parent``), or when the returned process (bubblewrap) is killed: start boxes from
     a long-lived thread.
 
@@ -227,7 +246,7 @@ def start_isolated_process(
         read_fd, write_fd = os.pipe()
         os.write(write_fd, program)  # a few hundred bytes: fits the pipe buffer
         os.close(write_fd)
-    command = isolated_argv(argv, limits, read_fd, env, python, workdir)
+    command = isolated_argv(argv, limits, read_fd, env, python, workdir, binds, ro_binds)
     if cap is not None:  # join the group first, so every process of the box starts in it
         command = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', cap.join_file, *command]
     try:

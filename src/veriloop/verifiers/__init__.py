@@ -58,6 +58,7 @@ from veriloop.verifiers.judge._verdict import MalformedVerdict, read_verdict
 from veriloop.verifiers.openenv._openenv import (
     EpisodeRecord,
     OpenEnvConfig,
+    environment_session,
     episode_verdict,
     observation_text,
     take_step,
@@ -72,6 +73,7 @@ __all__ = [
     "OpenEnvSession",
     "StepResult",
     "environment_description",
+    "environment_session",
     "episode_verdict",
     "observation_text",
     "take_step",

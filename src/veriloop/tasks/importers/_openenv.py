@@ -5,10 +5,16 @@ Each task is an ``openenv`` verifier on the server's address, reset with its own
 when given; otherwise it is written from the server's ``/metadata`` (its description) and
 ``/schema`` (the fields of its action model), so the model knows what an action looks like. The
 server must be running: the importer reads those two pages, and nothing is written when it cannot.
+
+With ``--environment NAME`` the argument is the environment's app instead (``module:attribute``
+on that built environment, its source in ``--app-dir`` when it is not one of its packages): the
+importer starts its server in the sandbox to read the two pages, and each task names the app, so
+every episode starts a server of its own.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Literal
 
@@ -19,7 +25,11 @@ from veriloop.tasks._sources import SourceOptions, register_importer
 
 
 class OpenEnvOptions(SourceOptions):
-    url: str = Field(description="the environment server's address, http://HOST:PORT")
+    url: str = Field(
+        description="the environment server's address, http://HOST:PORT; with --environment, its app, module:attribute"
+    )
+    environment: str | None = Field(default=None, description="the built environment the app runs on")
+    app_dir: str | None = Field(default=None, description="the app's source directory (unset: a package)")
     size: int = Field(default=100, ge=1, le=1_000_000, description="number of tasks: one per seed")
     seed_start: int = Field(default=0, ge=0, description="the first task's reset seed")
     reset: dict[str, Any] = Field(default_factory=dict, description='more reset options, as JSON: {"level": 2}')
@@ -53,16 +63,31 @@ def written_prompt(metadata: dict[str, Any], schema: dict[str, Any], action_fiel
     )
 
 
+def _describe(options: OpenEnvOptions) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The verifier fields that name the server, and its ``/metadata`` and ``/schema``."""
+    from veriloop.verifiers import OpenEnvConfig, OpenEnvError, environment_description, environment_session
+
+    if options.environment is None:
+        try:
+            url = OpenEnvConfig(url=options.url).url
+            return {"url": url}, *environment_description(url)
+        except (OpenEnvError, ValueError) as exc:
+            raise UserError(f"openenv {options.url}: {exc}; start the environment's server first") from None
+    server = {"app": options.url, "environment": options.environment}
+    if options.app_dir is not None:
+        server["app_dir"] = os.path.abspath(options.app_dir)
+    try:
+        config = OpenEnvConfig(**server)
+        with environment_session(config) as session:
+            return server, *environment_description(session.base_url, config.timeout_s)
+    except (OpenEnvError, ValueError) as exc:
+        raise UserError(f"openenv {options.url}: {exc}") from None
+
+
 @register_importer("openenv", OpenEnvOptions, argument="url")
 def import_openenv(options: OpenEnvOptions) -> list[Task]:
     """Episodes of a running OpenEnv environment server, one task per reset seed."""
-    from veriloop.verifiers import OpenEnvConfig, OpenEnvError, environment_description
-
-    try:
-        url = OpenEnvConfig(url=options.url).url
-        metadata, schema = environment_description(url)
-    except (OpenEnvError, ValueError) as exc:
-        raise UserError(f"openenv {options.url}: {exc}; start the environment's server first") from None
+    server, metadata, schema = _describe(options)
     name = re.sub(r"[^\w.-]+", "-", str(metadata.get("name") or "openenv")).strip("-") or "openenv"
     prompt = options.prompt or written_prompt(metadata, schema, options.action_field)
     fields = {
@@ -76,7 +101,7 @@ def import_openenv(options: OpenEnvOptions) -> list[Task]:
             id=f"{name}/{seed}",
             domain=options.domain or name,
             prompt=prompt,
-            verifier={"kind": "openenv", "url": url, "reset": {**options.reset, "seed": seed}, **fields},
+            verifier={"kind": "openenv", **server, "reset": {**options.reset, "seed": seed}, **fields},
             metadata={"openenv": {"name": metadata.get("name"), "version": metadata.get("version")}},
         )
         for seed in range(options.seed_start, options.seed_start + options.size)

@@ -1,7 +1,8 @@
 """The ``openenv`` verifier kind: the reward an OpenEnv environment gives an episode.
 
-A task names the environment by its server's address (``url``) and the options of its reset
-(``reset``, e.g. a seed). In an episode (``veriloop.rollout``) each model turn becomes one
+A task names the environment by its server's address (``url``), or by its app (``app``, a
+``module:attribute`` on the built ``environment``: its server is started in the sandbox for each
+episode, ``_app_server``), and the options of its reset (``reset``, e.g. a seed). In an episode (``veriloop.rollout``) each model turn becomes one
 action and the environment's observations are shown to the model; the reward is the one the
 environment gives at ``done``. Offline (``veriloop verify`` on a response with ``turns``), the
 check replays the model's turns on a fresh session and takes the reward the same way, so it
@@ -18,22 +19,46 @@ are infra errors, never a reward of 0.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from veriloop.core import Task
+from veriloop.sandbox import Limits
 from veriloop.verifiers._registry import Answer, GraderError, Verdict, VerifierConfig, register_verifier
 from veriloop.verifiers.answers._json_schema import _NOT_JSON, RefusedJson, extract_json
+from veriloop.verifiers.openenv._app_server import AppServer
 from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult, session_url
 
 _VALIDATION_ERROR = "VALIDATION_ERROR"
+_APP_REFERENCE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(\(\))?\Z")
 
 
 class OpenEnvConfig(VerifierConfig):
-    url: str = Field(description="the environment server's address, http://HOST:PORT")
+    url: str | None = Field(
+        default=None, description="the environment server's address, http://HOST:PORT or unix:///PATH"
+    )
+    app: str | None = Field(
+        default=None,
+        description="instead of url: the environment's ASGI app, module:attribute or module:factory(), "
+        "served in the sandbox for each episode",
+    )
+    environment: str | None = Field(
+        default=None, description="app: the built environment (`veriloop env build`) its server runs on"
+    )
+    app_dir: str | None = Field(
+        default=None,
+        description="app: a directory of its source, mounted read-only and first on its sys.path "
+        "(unset: the app is a package of the environment)",
+    )
+    start_timeout_s: float = Field(default=60.0, gt=0, le=600, description="app: limit of its server's start")
+    memory_mb: int = Field(default=1024, ge=64, le=1 << 20, description="app: address space of its server, MiB")
+    max_processes: int = Field(default=64, ge=4, le=4096, description="app: its server's processes and threads")
     reset: dict[str, Any] = Field(default_factory=dict, description="options of the reset, e.g. {seed: 3}")
     action_field: str | None = Field(
         default=None,
@@ -51,12 +76,65 @@ class OpenEnvConfig(VerifierConfig):
 
     @field_validator("url")
     @classmethod
-    def _address(cls, url: str) -> str:
+    def _address(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
         try:
             session_url(url)
         except OpenEnvError as exc:
             raise ValueError(str(exc)) from None
         return url.rstrip("/")
+
+    @field_validator("app")
+    @classmethod
+    def _app_reference(cls, app: str | None) -> str | None:
+        if app is not None and not _APP_REFERENCE.match(app):
+            raise ValueError(f"{app!r} is not an app reference; give module:attribute or module:factory()")
+        return app
+
+    @field_validator("app_dir")
+    @classmethod
+    def _absolute(cls, folder: str | None) -> str | None:
+        return None if folder is None else os.path.abspath(folder)
+
+    @model_validator(mode="after")
+    def _one_server(self) -> OpenEnvConfig:
+        if (self.url is None) == (self.app is None):
+            raise ValueError("give the environment's url (a running server) or its app (started per episode)")
+        if self.app is not None and self.environment is None:
+            raise ValueError("an app needs the environment it runs on: environment: NAME (veriloop env build)")
+        return self
+
+    @property
+    def where(self) -> str:
+        """The environment, as messages name it: its address, or its app."""
+        return self.url if self.url is not None else f"{self.app} (environment {self.environment})"
+
+    def server_limits(self) -> Limits:
+        """The sandbox limits of an app's server."""
+        return Limits(memory_mb=self.memory_mb, max_processes=self.max_processes)
+
+
+@contextmanager
+def environment_session(config: OpenEnvConfig) -> Iterator[OpenEnvSession]:
+    """A session on the environment, for one episode: on its server at ``url``, or on a server of
+    its ``app`` started for it in the sandbox and gone when the session ends. OpenEnvError when
+    the server cannot be reached or does not start."""
+    if config.app is None:
+        assert config.url is not None
+        with OpenEnvSession(config.url, config.timeout_s) as session:
+            yield session
+        return
+    assert config.environment is not None
+    server = AppServer(
+        config.app,
+        config.environment,
+        config.server_limits(),
+        source_dir=config.app_dir,
+        start_timeout_s=config.start_timeout_s,
+    )
+    with server, OpenEnvSession(server.address, config.timeout_s) as session:
+        yield session
 
 
 class InvalidAction(ValueError):
@@ -121,7 +199,7 @@ def episode_verdict(config: OpenEnvConfig, record: EpisodeRecord) -> Verdict:
         return Verdict(
             0.0,
             False,
-            detail=f"{config.url}: the episode did not finish after {record.steps} steps ({why})",
+            detail=f"{config.where}: the episode did not finish after {record.steps} steps ({why})",
             feedback="The episode did not finish.",
         )
     given = [r for r in record.rewards if r is not None]
@@ -130,7 +208,7 @@ def episode_verdict(config: OpenEnvConfig, record: EpisodeRecord) -> Verdict:
     return Verdict(
         reward,
         passed,
-        detail=f"{config.url}: done after {record.steps} steps, reward {reward:g}",
+        detail=f"{config.where}: done after {record.steps} steps, reward {reward:g}",
         feedback="The episode succeeded." if passed else f"The episode ended with reward {reward:g}.",
     )
 
@@ -138,7 +216,7 @@ def episode_verdict(config: OpenEnvConfig, record: EpisodeRecord) -> Verdict:
 def replay(config: OpenEnvConfig, turns: Sequence[str]) -> Verdict:
     """The verdict of a fresh session that receives ``turns`` as the model's turns."""
     try:
-        with OpenEnvSession(config.url, config.timeout_s) as session:
+        with environment_session(config) as session:
             start = session.reset(**config.reset)
             record = EpisodeRecord(done=start.done)
             for text in turns:

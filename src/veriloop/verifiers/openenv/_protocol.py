@@ -12,6 +12,10 @@ openenv-core needs not be importable here (its requirements clash with this pack
 framing of RFC 6455 that the protocol needs (masked text frames out, text, ping and close frames
 in, no extensions) is written out below. ``OpenEnvError`` is any failure of the environment or
 of the connection, never of the model: callers turn it into an infra error.
+
+An address is ``http://HOST:PORT`` (``https``, ``ws`` and ``wss`` alike) or ``unix:///PATH``: a
+server listening on the Unix socket at ``PATH`` (as ``uvicorn --uds PATH`` does), the way to a
+server in the sandbox, which has no network.
 """
 
 from __future__ import annotations
@@ -53,8 +57,13 @@ class StepResult:
 
 def session_url(base_url: str) -> tuple[str, str, int, str]:
     """``(scheme, host, port, path)`` of the WebSocket endpoint of the environment at ``base_url``
-    (``http://host:port``, a path prefix kept; ``ws://`` and ``wss://`` as given)."""
+    (``http://host:port``, a path prefix kept; ``ws://`` and ``wss://`` as given; for
+    ``unix:///PATH``, ``("unix", PATH, 0, "/ws")``)."""
     parts = urlsplit(base_url)
+    if parts.scheme == "unix":
+        if parts.netloc or not parts.path.startswith("/"):
+            raise OpenEnvError(f"{base_url!r} is not a Unix socket's address; give unix:///PATH")
+        return "unix", parts.path, 0, "/ws"
     scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
     if scheme not in ("ws", "wss") or not parts.hostname:
         raise OpenEnvError(f"{base_url!r} is not an environment's address; give http://HOST:PORT")
@@ -73,7 +82,7 @@ class OpenEnvSession:
         self.base_url = base_url
         scheme, host, port, path = session_url(base_url)
         try:
-            raw = socket.create_connection((host, port), timeout=timeout_s)
+            raw = _connect(scheme, host, port, timeout_s)
             self._sock = ssl.create_default_context().wrap_socket(raw, server_hostname=host) if scheme == "wss" else raw
             self._handshake(host, port, path)
         except OSError as exc:
@@ -132,7 +141,7 @@ class OpenEnvSession:
     def _handshake(self, host: str, port: int, path: str) -> None:
         key = base64.b64encode(os.urandom(16)).decode()
         request = (
-            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"GET {path} HTTP/1.1\r\nHost: {_host_header(host, port)}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
         )
         self._sock.sendall(request.encode())
@@ -197,6 +206,24 @@ class OpenEnvSession:
                 return b"".join(parts).decode()
 
 
+def _connect(scheme: str, host: str, port: int, timeout_s: float) -> socket.socket:
+    """A connected socket to ``host:port``, or to the Unix socket at ``host`` for ``unix``."""
+    if scheme != "unix":
+        return socket.create_connection((host, port), timeout=timeout_s)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout_s)
+        sock.connect(host)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _host_header(host: str, port: int) -> str:
+    return "localhost" if port == 0 else f"{host}:{port}"
+
+
 def _step_result(data: dict[str, Any]) -> StepResult:
     observation = data.get("observation", {})
     reward = data.get("reward")
@@ -210,18 +237,39 @@ def _step_result(data: dict[str, Any]) -> StepResult:
 def environment_description(base_url: str, timeout_s: float = 30.0) -> tuple[dict[str, Any], dict[str, Any]]:
     """The server's ``GET /metadata`` (``name``, ``description``, ...) and ``GET /schema``
     (``action``, ``observation``, ``state``: JSON schemas); OpenEnvError when either fails."""
-    import urllib.request
-
     scheme, host, port, path = session_url(base_url)
-    root = f"{'https' if scheme == 'wss' else 'http'}://{host}:{port}{path.removesuffix('/ws')}"
+    root = base_url.rstrip("/") if scheme == "unix" else f"{'https' if scheme == 'wss' else 'http'}://{host}:{port}"
     answers = []
     for endpoint in ("/metadata", "/schema"):
+        where = f"{root}{path.removesuffix('/ws')}{endpoint}"
         try:
-            with urllib.request.urlopen(root + endpoint, timeout=timeout_s) as answer:
-                value = json.loads(answer.read(MAX_MESSAGE_BYTES))
+            value = json.loads(_get(scheme, host, port, path.removesuffix("/ws") + endpoint, timeout_s))
         except (OSError, ValueError) as exc:
-            raise OpenEnvError(f"cannot read {root}{endpoint}: {exc}") from None
+            raise OpenEnvError(f"cannot read {where}: {exc}") from None
         if not isinstance(value, dict):
-            raise OpenEnvError(f"{root}{endpoint} answered {str(value)[:200]}")
+            raise OpenEnvError(f"{where} answered {str(value)[:200]}")
         answers.append(value)
     return answers[0], answers[1]
+
+
+def _get(scheme: str, host: str, port: int, path: str, timeout_s: float) -> bytes:
+    """The body of ``GET path`` (OSError on a failed request or a status other than 200)."""
+    import http.client
+
+    if scheme == "wss":
+        connection: http.client.HTTPConnection = http.client.HTTPSConnection(host, port, timeout=timeout_s)
+    else:
+        connection = http.client.HTTPConnection(
+            host if scheme != "unix" else "localhost", port or None, timeout=timeout_s
+        )
+        if scheme == "unix":
+            connection.sock = _connect(scheme, host, port, timeout_s)
+    try:
+        connection.request("GET", path)
+        answer = connection.getresponse()
+        body = answer.read(MAX_MESSAGE_BYTES)
+        if answer.status != 200:
+            raise OSError(f"HTTP {answer.status} {answer.reason}")
+        return body
+    finally:
+        connection.close()
