@@ -12,6 +12,7 @@ nothing of the policy's is there to judge or train.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -61,10 +62,9 @@ async def _episodes(
     verify: Verify,
     progress: Callable[[int, int], None] | None,
 ) -> RolloutBatch:
-    if program.callable:  # one warm process for the batch: the agent's module is imported once
-        async with AgentHost(program) as host:
-            return await _batch(tasks, gateway, program, group_size, concurrency, seed, verify, progress, host)
-    return await _batch(tasks, gateway, program, group_size, concurrency, seed, verify, progress, None)
+    # A function's episodes fork from one warm process for the batch: its module is imported once.
+    async with AgentHost(program) if program.callable else contextlib.nullcontext() as host:
+        return await _batch(tasks, gateway, program, group_size, concurrency, seed, verify, progress, host)
 
 
 async def _batch(

@@ -30,9 +30,7 @@ from veriloop.rollout import (
     LeanDecoder,
     RolloutBatch,
     TrajectoryStore,
-    agent_rollout,
     context_summary,
-    rollout,
     summarize_rollout,
 )
 from veriloop.training._backends import rollout_backend_for
@@ -58,7 +56,7 @@ from veriloop.training._parallel_strategy import as_float, strategy_for
 from veriloop.training._pipeline import AsyncSampler, Draw, SampledBatch, staleness_metrics
 from veriloop.sandbox import environment_hashes
 from veriloop.training._run_config import check_and_save_environments, check_and_save_run_config
-from veriloop.training._rollout_worker import episode_config, sandbox_tools
+from veriloop.training._rollout_worker import WorkerSpec, episode_config, run_rollout, sandbox_tools
 from veriloop.training._step_timer import StepTimer
 
 
@@ -470,32 +468,10 @@ class RLTrainer:
         """Sampled pass@1 on the held-out tasks (``run.eval_samples`` samples each), per domain too;
         each rank samples its share of the tasks."""
         share = self.ranks.share(len(self.heldout))
-        tasks, agent = self.heldout[share.start : share.stop], self.config.rollout.agent
-        if agent is not None:  # the agent program plays the held-out tasks as it plays training ones
-            episode = self.episode
-            batch = agent_rollout(
-                tasks,
-                self.engine,
-                agent,
-                group_size=self.config.run.eval_samples,
-                temperature=episode.temperature,
-                top_p=episode.top_p,
-                top_k=episode.top_k,
-                max_tokens=episode.max_tokens_per_turn,
-                concurrency=self.config.rollout.concurrency,
-                seed=10_007,
-            )
-        else:
-            batch = rollout(
-                tasks,
-                self.engine,
-                self.episode,
-                group_size=self.config.run.eval_samples,
-                concurrency=self.config.rollout.concurrency,
-                seed=10_007,
-                tools=self.tools,
-                first_task_index=share.start,
-            )
+        tasks = self.heldout[share.start : share.stop]
+        # The trainer's own engine, with the workers' settings: an agent run's program plays them too.
+        spec = WorkerSpec.from_config(self.config, self.model)
+        batch = run_rollout(self.engine, spec, self.tools, tasks, self.config.run.eval_samples, 10_007, share.start)
         by_domain: dict[str, list[float]] = {}
         for t in (t for part in self.ranks.gather(list(batch.trajectories)) for t in part):
             by_domain.setdefault(t.domain, []).append(float(t.score is not None and t.score.passed))
