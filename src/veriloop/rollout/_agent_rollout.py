@@ -64,40 +64,26 @@ async def _episodes(
 ) -> RolloutBatch:
     # A function's episodes fork from one warm process for the batch: its module is imported once.
     async with AgentHost(program) if program.callable else contextlib.nullcontext() as host:
-        return await _batch(tasks, gateway, program, group_size, concurrency, seed, verify, progress, host)
+        limit = asyncio.Semaphore(concurrency)
+        total, done = len(tasks) * group_size, 0
 
+        async def one(task: Task, sample_index: int) -> Trajectory:
+            nonlocal done
+            async with limit:
+                group_id = f"{task.id}#{seed if seed is not None else 'x'}"
+                trajectory = await play(task, gateway, program, verify, group_id, sample_index, host)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+            return trajectory
 
-async def _batch(
-    tasks: Sequence[Task],
-    gateway: Gateway,
-    program: AgentProgram,
-    group_size: int,
-    concurrency: int,
-    seed: int | None,
-    verify: Verify,
-    progress: Callable[[int, int], None] | None,
-    host: AgentHost | None,
-) -> RolloutBatch:
-    limit = asyncio.Semaphore(concurrency)
-    total, done = len(tasks) * group_size, 0
-
-    async def one(task: Task, sample_index: int) -> Trajectory:
-        nonlocal done
-        async with limit:
-            group_id = f"{task.id}#{seed if seed is not None else 'x'}"
-            trajectory = await play(task, gateway, program, verify, group_id, sample_index, host)
-        done += 1
-        if progress is not None:
-            progress(done, total)
-        return trajectory
-
-    started, engine_busy = time.perf_counter(), getattr(gateway.engine, "busy_s", 0.0)
-    trajectories = tuple(await asyncio.gather(*(one(t, j) for t in tasks for j in range(group_size))))
-    wall_s = time.perf_counter() - started
-    return RolloutBatch(
-        trajectories,
-        summarize_rollout(trajectories, wall_s, 1, getattr(gateway.engine, "busy_s", 0.0) - engine_busy),
-    )
+        started, engine_busy = time.perf_counter(), getattr(gateway.engine, "busy_s", 0.0)
+        trajectories = tuple(await asyncio.gather(*(one(t, j) for t in tasks for j in range(group_size))))
+        wall_s = time.perf_counter() - started
+        return RolloutBatch(
+            trajectories,
+            summarize_rollout(trajectories, wall_s, 1, getattr(gateway.engine, "busy_s", 0.0) - engine_busy),
+        )
 
 
 async def play(

@@ -35,11 +35,12 @@ from pathlib import PurePosixPath
 
 from pydantic import Field, field_validator
 
-from veriloop.core import Task, WorkspaceError, workspace_path
+from veriloop.core import Task
 from veriloop.verifiers._registry import GraderError, Verdict, VerifierConfig, register_verifier
 from veriloop.verifiers.workspace._workspace_tests import (
     RUNNER_SOURCE,
     final_workspace,
+    hidden_files,
     run_in_environment,
     verdict_workspace,
 )
@@ -68,12 +69,7 @@ class RewardScriptConfig(VerifierConfig):
     @field_validator("files")
     @classmethod
     def _paths_inside(cls, files: dict[str, str]) -> dict[str, str]:
-        if not files:
-            raise ValueError("needs at least one hidden file: the script, or what it runs")
-        try:
-            return {workspace_path(name): text for name, text in files.items()}
-        except WorkspaceError as exc:
-            raise ValueError(str(exc)) from None
+        return hidden_files(files, "needs at least one hidden file: the script, or what it runs")
 
     @field_validator("command")
     @classmethod

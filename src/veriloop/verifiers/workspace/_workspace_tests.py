@@ -77,12 +77,7 @@ class WorkspaceTestsConfig(VerifierConfig):
     @field_validator("files")
     @classmethod
     def _paths_inside(cls, files: dict[str, str]) -> dict[str, str]:
-        if not files:
-            raise ValueError("needs at least one hidden test file")
-        try:
-            return {workspace_path(name): text for name, text in files.items()}
-        except WorkspaceError as exc:
-            raise ValueError(str(exc)) from None
+        return hidden_files(files, "needs at least one hidden test file")
 
     @field_validator("command")
     @classmethod
@@ -104,6 +99,17 @@ class WorkspaceTestsConfig(VerifierConfig):
             and self.command[0] in ("python", "python3")
             and self.command[1:3] == ["-m", "pytest"]
         )
+
+
+def hidden_files(files: dict[str, str], when_empty: str) -> dict[str, str]:
+    """A kind's hidden ``files`` with their names as workspace paths; ValueError ``when_empty``
+    when there are none, or naming a path that leaves the workspace."""
+    if not files:
+        raise ValueError(when_empty)
+    try:
+        return {workspace_path(name): text for name, text in files.items()}
+    except WorkspaceError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def test_files(files: dict[str, str]) -> list[str]:
