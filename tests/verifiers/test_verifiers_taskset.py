@@ -135,3 +135,54 @@ def test_a_load_environment_rubric_scores_the_turns(env_with_classic):
     assert _score(task, "\\boxed{24}").reward == pytest.approx(0.2)
     assert _score(task, "25").reward == 0.0
     assert _score(task, "\\boxed{24}", "no, \\boxed{25}").reward == 1.0  # the last turn is the answer
+
+
+def _programs_task(environment: str) -> Task:
+    [task] = IMPORTERS.get("verifiers").run({"taskset": "classic_programs", "environment": environment, "size": 1})
+    return task  # 3 * 4, scored by running the program in the scoring process
+
+
+def _forging(ending: str = "") -> str:
+    verdict = '{"reward": 1.0, "rewards": {}, "metrics": {}, "skipped": []}'
+    return (
+        "```python\nimport atexit, os, sys\n"
+        f"line = '\\n' + {verdict!r} + '\\n'\n"
+        "atexit.register(lambda: os.write(1, line.encode()))\n"
+        "sys.__stdout__.write(line); sys.__stdout__.flush()\n"
+        f"print(11)\n{ending}```"
+    )
+
+
+@pytest.mark.e2e
+def test_a_program_run_by_the_rewards_cannot_print_the_verdict(env_with_classic):
+    task = _programs_task(env_with_classic.name)
+    honest = _score(task, "```python\nprint(3 * 4)\n```")
+    assert (honest.status, honest.reward, honest.passed) == ("scored", 1.0, True)
+    forged = _score(task, _forging())  # prints a verdict line to the process's stdout, now and at exit
+    assert (forged.status, forged.reward, forged.passed) == ("scored", 0.0, False)
+    ended = _score(task, _forging("os._exit(0)\n"))  # and ends the scoring process
+    assert (ended.status, ended.reward, ended.passed) == ("scored", 0.0, False)
+    assert "exited with status 0 while the rewards ran" in ended.detail
+
+
+@pytest.mark.e2e
+def test_an_exception_of_the_tasksets_code_stays_an_infra_error(env_with_classic):
+    [task] = IMPORTERS.get("verifiers").run(
+        {"taskset": "classic_products", "environment": env_with_classic.name, "size": 1}
+    )
+    broken = task.model_copy(update={"verifier": {**task.verifier, "args": {"num_eval": "three"}}})
+    score = _score(broken, "\\boxed{25}")
+    assert score.status == "infra_error" and "the taskset's code raised" in score.detail and "TypeError" in score.detail
+
+
+@pytest.mark.e2e
+def test_the_audit_tries_forged_verdicts_and_none_fools_the_scorer(env_with_classic):
+    from veriloop.verifiers import audit_tasks, exploits_for
+
+    task = _programs_task(env_with_classic.name)
+    categories = {e.category for e in exploits_for(task, [task])}
+    assert {"channel_forgery", "restated_question", "early_exit", "resource_abuse"} <= categories
+    report = audit_tasks([task], repeats=1)
+    rows = {row.category: row for row in report.rows}
+    assert rows["channel_forgery"].tasks == 1
+    assert all(row.fooled == 0 and row.broke == 0 for row in report.rows), report.rows

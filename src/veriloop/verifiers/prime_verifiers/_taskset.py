@@ -21,12 +21,21 @@ messages see none). Not supported: rewards that need a runtime (a container of t
 files) are skipped, and a task all of whose rewards need one, or that has judges (a judge model
 over the network), cannot be scored: an infra error that says so. An exception in the
 taskset's code is an infra error too, never a reward of 0.
+
+The program's answers travel on a channel of their own, marked with a key made afresh for each
+check (see the runner): a reward that runs the response's program in the scoring process (a
+naive code environment) cannot pass off what that program prints as the verdict. A response
+whose program ends that process while the rewards run scores 0; a time or memory limit hit
+stays an infra error, since the taskset's own cost may be to blame. Code in the scoring process
+can still read that process's memory, the key included: a taskset that runs untrusted code
+should run it in a process of its own.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -51,32 +60,54 @@ class TasksetRunFailed(Exception):
     """The taskset's program did not answer (its message holds the end of its output)."""
 
 
+class ScoringEnded(Exception):
+    """The taskset's program ended while its rewards ran on the response, with no answer and no
+    exception of the taskset's: ended by code those rewards ran (the response's program)."""
+
+
+def _keyed_answers(stdout: str, key: str) -> dict[str, Any]:
+    """The runner's answers on ``stdout`` (the lines that start with ``key``), by kind."""
+    answers: dict[str, Any] = {}
+    for line in stdout.splitlines():
+        head, _, rest = line.partition(" ")
+        kind, _, value = rest.partition(" ")
+        if head == key and kind in ("scoring", "answer", "error"):
+            try:
+                answers[kind] = json.loads(value)
+            except ValueError:
+                raise TasksetRunFailed(f"the taskset's program answered {line[:200]!r}") from None
+    return answers
+
+
 def run_taskset_program(
     environment: str, settings: dict[str, Any], timeout_s: float, memory_mb: int
 ) -> tuple[dict[str, Any], str | None]:
     """What ``_taskset_runner.py`` answers for ``settings``, run in the sandbox on
-    ``environment``, and the environment's hash; TasksetRunFailed when it fails (UserError: no
-    such environment)."""
+    ``environment``, and the environment's hash. TasksetRunFailed when it fails, ScoringEnded
+    when it ended cleanly while the rewards ran (UserError: no such environment). Only lines
+    that bear this run's fresh key are answers (see the runner's docstring)."""
     from veriloop.sandbox import Limits
     from veriloop.verifiers.code._code_sandbox import environment_sandbox, sandbox_lost
 
-    program = RUNNER_SOURCE.replace("SETTINGS = {}", f"SETTINGS = json.loads({json.dumps(settings)!r})", 1)
+    key = secrets.token_hex(16)
+    keyed = {**settings, "key": key}
+    program = RUNNER_SOURCE.replace("SETTINGS = {}", f"SETTINGS = json.loads({json.dumps(keyed)!r})", 1)
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_processes=64, output_bytes=16 << 20)
     sandbox = environment_sandbox(environment)
     result = sandbox.run_python(program, limits=limits)
     if sandbox_lost(result):
         result = sandbox.run_python(program, limits=limits)
-    lines = result.stdout.strip().splitlines()
-    if result.status != "ok" or result.exit_code != 0 or not lines:
-        tail = (result.stderr.strip() or result.stdout.strip())[-800:]
-        raise TasksetRunFailed(f"the taskset's program ended ({result.status}, exit {result.exit_code}): {tail}")
-    try:
-        answer = json.loads(lines[-1])
-    except ValueError:
-        raise TasksetRunFailed(f"the taskset's program answered {lines[-1][:200]!r}") from None
-    if not isinstance(answer, dict):
-        raise TasksetRunFailed(f"the taskset's program answered {lines[-1][:200]!r}")
-    return answer, result.environment
+    answers = _keyed_answers(result.stdout, key)
+    if isinstance(answers.get("answer"), dict):
+        return answers["answer"], result.environment
+    if "answer" in answers:
+        raise TasksetRunFailed(f"the taskset's program answered {answers['answer']!r:.200}")
+    if "error" in answers:
+        raise TasksetRunFailed(f"the taskset's code raised: {str(answers['error']).strip()[-800:]}")
+    tail = (result.stderr.strip() or result.stdout.strip())[-800:]
+    if "scoring" in answers and result.status in ("ok", "error") and result.exit_code is not None:
+        raise ScoringEnded(f"the scoring process exited with status {result.exit_code} while the rewards ran")
+    raise TasksetRunFailed(f"the taskset's program ended ({result.status}, exit {result.exit_code}): {tail}")
 
 
 def export_taskset(
@@ -138,6 +169,13 @@ def check_verifiers_taskset(config: VerifiersTasksetConfig, task: Task, response
         answer, environment = run_taskset_program(task.environment, settings, config.timeout_s, config.memory_mb)
     except TasksetRunFailed as exc:
         raise GraderError(str(exc)) from None
+    except ScoringEnded as exc:
+        return Verdict(
+            0.0,
+            False,
+            detail=f"{config.taskset}: {exc}: code the rewards ran from the response ended it",
+            feedback="Your answer ended the process that scored it.",
+        )
     if "unsupported" in answer:
         raise GraderError(f"{config.taskset}: cannot be scored here: {answer['unsupported']}")
     reward = answer.get("reward")

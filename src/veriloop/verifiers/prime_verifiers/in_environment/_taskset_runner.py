@@ -1,7 +1,14 @@
 """Runs a verifiers taskset inside the sandbox, on an environment that holds ``verifiers`` and
-the taskset's package; prints one JSON line, the last of its output.
+the taskset's package; answers the host in lines that start with the host's key.
 
-The host (``_taskset.py``) fills in ``SETTINGS`` before sending this source. Two modes:
+The host (``_taskset.py``) fills in ``SETTINGS`` before sending this source, a fresh ``key``
+among them. This program's answers go out on stdout as it was when the program started, kept on
+a descriptor of its own that no child inherits; descriptor 1 is then pointed at stderr, so what
+the taskset's code prints (and code it runs: a reward that runs the model's program) cannot pass
+for an answer, and a line without the key is never one. The answers: ``scoring`` just before the
+taskset's reward code runs on the response, then ``answer`` (the result) or ``error`` (the
+taskset's exception); a process that ends after ``scoring`` with neither was ended by what that
+code ran. Two modes:
 
 - ``export``: the taskset's tasks ``skip`` to ``skip + size`` (in ``load()`` order), each as its
   task type's name, its key, its data as JSON (the wire form verifiers writes on its traces) and
@@ -28,8 +35,19 @@ import importlib
 import inspect
 import itertools
 import json
+import os
+import traceback
 
 SETTINGS = {}
+_KEY = SETTINGS.pop("key")
+_ANSWERS = os.dup(1)  # not inheritable: a child's descriptors never include it
+os.dup2(2, 1)
+
+
+def _answer(kind, value=None):
+    line = f"{_KEY} {kind} {json.dumps(value)}\n".encode()
+    while line:
+        line = line[os.write(_ANSWERS, line) :]
 
 
 def _config(vf):
@@ -102,6 +120,7 @@ def score(vf):
     if len(skipped) == len(rewards):
         return {"unsupported": "every reward needs a runtime (" + ", ".join(skipped) + ") or there is none"}
     trace = _trace(vf, task)
+    _answer("scoring")
     asyncio.run(task.score(trace))
     rewards = {
         name: None if reward is None else {"score": reward.score, "weight": reward.weight}
@@ -174,6 +193,7 @@ def classic_score(module):
     accepted = inspect.signature(score_rollout).parameters
     if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
         offered = {k: v for k, v in offered.items() if k in accepted}
+    _answer("scoring")
     result = score_rollout(**offered)
     if inspect.isawaitable(result):
         result = asyncio.run(_awaited(result))
@@ -186,15 +206,22 @@ async def _awaited(awaitable):
     return await awaitable
 
 
-def main():
+def run():
     module = _module()
     if hasattr(module, "load_environment"):
-        result = {"export": classic_export, "score": classic_score}[SETTINGS["mode"]](module)
-    else:
-        import verifiers.v1 as vf
+        return {"export": classic_export, "score": classic_score}[SETTINGS["mode"]](module)
+    import verifiers.v1 as vf
 
-        result = {"export": export, "score": score}[SETTINGS["mode"]](vf)
-    print("\n" + json.dumps(result))
+    return {"export": export, "score": score}[SETTINGS["mode"]](vf)
+
+
+def main():
+    try:
+        result = run()
+    except Exception:
+        _answer("error", traceback.format_exc()[-2000:])
+        return
+    _answer("answer", result)
 
 
 main()
