@@ -186,3 +186,40 @@ def test_the_audit_tries_forged_verdicts_and_none_fools_the_scorer(env_with_clas
     rows = {row.category: row for row in report.rows}
     assert rows["channel_forgery"].tasks == 1
     assert all(row.fooled == 0 and row.broke == 0 for row in report.rows), report.rows
+
+
+def _guess_task(environment: str) -> Task:
+    [task] = IMPORTERS.get("verifiers").run({"taskset": "classic_guess", "environment": environment, "size": 1})
+    return task  # the hidden number is 3; four guesses at most
+
+
+@pytest.mark.e2e
+def test_a_multi_turn_environment_answers_each_turn_of_a_replayed_response(env_with_classic):
+    task = _guess_task(env_with_classic.name)
+    assert task.verifier["multi_turn"] is True
+    assert _score(task, "<guess>5</guess>", "<guess>3</guess>").reward == 1.0  # "lower", then right
+    wrong_way = _score(task, "<guess>5</guess>", "<guess>7</guess>", "<guess>3</guess>")
+    assert wrong_way.reward == 0.75 and "followed_the_hints 0" in wrong_way.detail  # read off the hints
+    assert _score(task, "<guess>3</guess>", "<guess>9</guess>").reward == 1.0  # the rollout ended at the right guess
+    never = _score(task, *(f"<guess>{n}</guess>" for n in (0, 1, 2, 4, 5, 3)))  # max_turns ends it after four
+    assert (never.reward, never.passed) == (0.25, False)
+
+
+@pytest.mark.e2e
+def test_an_episode_shows_the_model_the_environments_answers(env_with_classic, tmp_path):
+    import json
+
+    from veriloop.rollout import EpisodeConfig, ReplayEngine, StopConfig, rollout
+
+    task = _guess_task(env_with_classic.name)
+    script = tmp_path / "script.jsonl"
+    turns = ["<guess>6</guess>", "nothing", "<guess>3</guess>", "<guess>4</guess>"]
+    script.write_text(json.dumps({"prompt": task.messages()[-1]["content"], "turns": turns}) + "\n")
+    config = EpisodeConfig(stop=StopConfig(max_turns=6))
+    [trajectory] = rollout([task], ReplayEngine(script), config).trajectories
+    assert (trajectory.reward, trajectory.stop_reason) == (1.0, "done")
+    shown = [t.text for t in trajectory.turns if t.role == "observation"]
+    assert shown == ["lower", "Give your guess as <guess>N</guess>."]
+    assert [t.text for t in trajectory.turns if t.role == "assistant"] == turns[:3]
+    replayed = _score(task, *turns[:3])
+    assert replayed.reward == trajectory.reward

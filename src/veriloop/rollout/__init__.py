@@ -23,6 +23,7 @@ from veriloop.rollout._gateway_calls import GatewayLimits
 from veriloop.rollout._gateway_chat import parse_tool_calls, tools_block
 from veriloop.rollout._gateway_records import GatewayCall, GatewayEpisode, episode_trajectory
 from veriloop.rollout._openenv_episode import run_openenv_episode
+from veriloop.rollout._verifiers_episode import run_verifiers_episode
 from veriloop.rollout._hf import HFEngine, load_model_and_tokenizer, quiet_transformers
 from veriloop.rollout._lean import LeanDecoder
 from veriloop.rollout._openai import OpenAIEngine, parse_endpoint
@@ -59,6 +60,7 @@ __all__ = [
     "Engine",
     "EpisodeConfig",
     "run_openenv_episode",
+    "run_verifiers_episode",
     "FailureTracker",
     "FinishReason",
     "Gateway",

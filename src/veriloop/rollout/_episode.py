@@ -150,7 +150,17 @@ Verify = Callable[[Task, Response], Awaitable[Score]]
 
 EPISODE_DRIVERS: Registry[Callable[..., Awaitable[Trajectory]]] = Registry("episode driver")
 """verifier kind -> ``driver(task, engine, config, *, seed, group_id, sample_index)``: the episodes
-of tasks whose environment answers each turn and gives the reward itself (``openenv``)."""
+of tasks whose environment answers each turn and gives the reward itself (``openenv``, and
+multi-turn ``verifiers_taskset`` tasks). A driver with an ``applies(task) -> bool`` attribute
+drives only the tasks it applies to; the kind's other tasks run as ordinary episodes."""
+
+
+def _driver_for(task: Task) -> Callable[..., Awaitable[Trajectory]] | None:
+    if task.verifier_kind not in EPISODE_DRIVERS:
+        return None
+    driver = EPISODE_DRIVERS.get(task.verifier_kind)
+    applies = getattr(driver, "applies", None)
+    return driver if applies is None or applies(task) else None
 
 
 @dataclass
@@ -292,8 +302,7 @@ async def run_episode(
     """Run one episode of ``task`` and return its trajectory (never raises for model behaviour).
 
     Tasks of a kind in ``EPISODE_DRIVERS`` run through that driver instead (no tools, no verify)."""
-    if task.verifier_kind in EPISODE_DRIVERS:
-        driver = EPISODE_DRIVERS.get(task.verifier_kind)
+    if (driver := _driver_for(task)) is not None:
         return await driver(task, engine, config, seed=seed, group_id=group_id, sample_index=sample_index)
     state = _start(task, engine, config)
     try:

@@ -63,7 +63,12 @@ from veriloop.verifiers.openenv._openenv import (
     observation_text,
     take_step,
 )
-from veriloop.verifiers.prime_verifiers._taskset import VerifiersTasksetConfig, export_taskset
+from veriloop.verifiers.prime_verifiers._taskset import (
+    TasksetStep,
+    VerifiersTasksetConfig,
+    export_taskset,
+    step_taskset,
+)
 from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult, environment_description
 
 __all__ = [
@@ -77,8 +82,10 @@ __all__ = [
     "episode_verdict",
     "observation_text",
     "take_step",
+    "TasksetStep",
     "VerifiersTasksetConfig",
     "export_taskset",
+    "step_taskset",
     "KindField",
     "AllOfConfig",
     "AuditReport",

@@ -11,7 +11,9 @@ its rewards compare against, not a response they would give full marks.
 
 Packages written for verifiers before 0.4 expose ``load_environment(**args)``: their rows come
 from the environment's ``eval_dataset`` or ``dataset`` (``--split``), and their tasks are scored
-by its rubric, the same way (see ``veriloop.verifiers``' ``verifiers_taskset`` kind).
+by its rubric, the same way (see ``veriloop.verifiers``' ``verifiers_taskset`` kind). A
+``MultiTurnEnv`` (one that answers each model turn) makes ``multi_turn`` tasks: their episodes
+run through the environment (``veriloop.rollout``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def import_verifiers(options: VerifiersOptions) -> list[Task]:
                 "taskset": options.taskset,
                 "args": options.args,
                 "data": row["data"],
+                **({"multi_turn": True} if "max_turns" in row else {}),
             },
             metadata={"verifiers": {"type": row["type"], "key": row["key"]}},
         )

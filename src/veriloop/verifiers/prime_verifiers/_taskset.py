@@ -12,7 +12,10 @@ checks. Model text is never evaluated in the host.
 
 A package that exposes ``load_environment`` instead (verifiers before 0.4, the API of most
 published environments) is scored by its environment's ``rubric.score_rollout`` on the task's
-prompt and the model's turns as the completion (see the runner's docstring).
+prompt and the model's turns as the completion (see the runner's docstring). When that
+environment answers each turn (a ``MultiTurnEnv``: ``multi_turn`` tasks), the completion is the
+rollout replayed with its answers, and ``step_taskset`` gives an episode the environment's
+answer to each turn (``veriloop.rollout``).
 
 Supported: rewards and metrics that read the task's data and the trace's messages (the
 ``last_reply``, ``assistant_messages``, ...). A multi-turn response is scored as the model's
@@ -36,6 +39,8 @@ from __future__ import annotations
 import json
 import math
 import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +59,11 @@ class VerifiersTasksetConfig(VerifierConfig):
     pass_reward: float = Field(default=1.0, description="the reward at or above which the response passed")
     timeout_s: float = Field(default=60.0, gt=0, le=600, description="wall-clock limit of one check")
     memory_mb: int = Field(default=4096, ge=256, description="memory limit of the check's process")
+    multi_turn: bool = Field(
+        default=False,
+        description="the environment answers each model turn (a load_environment MultiTurnEnv): "
+        "episodes run through it, and a response is scored on its replayed rollout",
+    )
 
 
 class TasksetRunFailed(Exception):
@@ -150,18 +160,17 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-@register_verifier("verifiers_taskset", VerifiersTasksetConfig)
-def check_verifiers_taskset(config: VerifiersTasksetConfig, task: Task, response: str) -> Verdict:
-    """The weighted sum of the task's rewards on the response (see the module docstring)."""
+def _run(config: VerifiersTasksetConfig, task: Task, turns: Sequence[str], mode: str) -> Verdict | dict[str, Any]:
+    """The runner's answer for ``turns`` in ``mode``, and the environment's hash under
+    ``"environment"``; a Verdict of 0 when the response's program ended the scoring process."""
     if task.environment is None:
         raise GraderError("a verifiers taskset runs on an environment: give the task an 'environment'")
-    turns = list(response.turns) if isinstance(response, Answer) and response.turns else [str(response)]
     settings = {
-        "mode": "score",
+        "mode": mode,
         "taskset": config.taskset,
         "args": config.args,
         "data": config.data,
-        "turns": turns,
+        "turns": list(turns),
         "skip": 0,
         "size": 0,
     }
@@ -178,6 +187,10 @@ def check_verifiers_taskset(config: VerifiersTasksetConfig, task: Task, response
         )
     if "unsupported" in answer:
         raise GraderError(f"{config.taskset}: cannot be scored here: {answer['unsupported']}")
+    return {**answer, "environment": environment}
+
+
+def _verdict(config: VerifiersTasksetConfig, answer: dict[str, Any]) -> Verdict:
     reward = answer.get("reward")
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
         raise GraderError(f"{config.taskset}: the task's score is not a number ({reward!r})")
@@ -187,5 +200,36 @@ def check_verifiers_taskset(config: VerifiersTasksetConfig, task: Task, response
         passed,
         detail=f"{config.taskset}: reward {reward:g} ({_reward_detail(answer)})",
         feedback="Correct." if passed else f"Your answer scored {reward:g}.",
-        environment=environment,
+        environment=answer.get("environment"),
     )
+
+
+@dataclass(frozen=True)
+class TasksetStep:
+    """A multi-turn environment's answer to the model's turns so far: what it shows the model
+    next, or, once its rollout has ended (``done``), the verdict."""
+
+    done: bool
+    observation: str = ""
+    verdict: Verdict | None = None
+
+
+def step_taskset(task: Task, turns: Sequence[str]) -> TasksetStep:
+    """The environment's answer to ``turns`` (the model's turns so far, in order) for a
+    ``multi_turn`` task: its rollout replayed in the sandbox (see the runner). GraderError when
+    the environment fails."""
+    config = VerifiersTasksetConfig.model_validate({k: v for k, v in task.verifier.items() if k != "kind"})
+    answer = _run(config, task, turns, "step")
+    if isinstance(answer, Verdict):
+        return TasksetStep(True, verdict=answer)
+    if not answer.get("done"):
+        return TasksetStep(False, observation=str(answer.get("observation") or ""))
+    return TasksetStep(True, verdict=_verdict(config, answer))
+
+
+@register_verifier("verifiers_taskset", VerifiersTasksetConfig)
+def check_verifiers_taskset(config: VerifiersTasksetConfig, task: Task, response: str) -> Verdict:
+    """The weighted sum of the task's rewards on the response (see the module docstring)."""
+    turns = list(response.turns) if isinstance(response, Answer) and response.turns else [str(response)]
+    answer = _run(config, task, turns, "score")
+    return answer if isinstance(answer, Verdict) else _verdict(config, answer)

@@ -26,6 +26,10 @@ which most published environments use) is run through it: the environment's ``ev
 messages, or ``question`` after the environment's ``system_prompt``; ``answer``, ``info`` and
 ``task`` kept), and its ``rubric.score_rollout(prompt, completion, answer, state, task, info)``
 (awaited when it is a coroutine; the arguments it does not take are left out) gives the reward.
+The rollout is replayed as the environment's own ``rollout`` makes it: for a ``MultiTurnEnv``
+(exported with its ``max_turns``), ``setup_state``, then after each turn ``is_completed`` or
+``max_turns`` ends it, else ``env_response`` answers; a third mode, ``step``, answers the turns so
+far with the environment's next message, or with the reward once the rollout has ended.
 
 Nothing here is trusted with the verdict's form: the host reads the numbers and checks them.
 """
@@ -37,6 +41,7 @@ import itertools
 import json
 import os
 import traceback
+import types
 
 SETTINGS = {}
 _KEY = SETTINGS.pop("key")
@@ -171,45 +176,108 @@ def classic_export(module):
             data["example_id"] = row["example_id"]
         key = str(row.get("example_id", index))
         exported.append({"type": type(environment).__name__, "key": key, "data": _plain(data), "messages": messages})
+        if _multi_turn(environment):
+            exported[-1]["max_turns"] = int(environment.max_turns)
     return {"rows": exported}
 
 
-def classic_score(module):
-    environment = module.load_environment(**SETTINGS["args"])
-    data = SETTINGS["data"]
-    completion = [{"role": "assistant", "content": text} for text in SETTINGS["turns"]]
+def _multi_turn(environment):
+    """Whether the environment answers the model's turns (a MultiTurnEnv, not a SingleTurnEnv)."""
+    import verifiers as vf
+
+    multi = getattr(vf, "MultiTurnEnv", None)
+    single = getattr(vf, "SingleTurnEnv", None)
+    return multi is not None and isinstance(environment, multi) and not isinstance(environment, single or ())
+
+
+class _Reply:
+    """A model turn as a rollout's state keeps it (``state["responses"]``): a chat completion's shape."""
+
+    def __init__(self, text):
+        message = types.SimpleNamespace(role="assistant", content=text, tool_calls=None)
+        self.choices = [types.SimpleNamespace(index=0, message=message, text=text, finish_reason="stop")]
+
+
+async def _maybe(value):
+    return await value if inspect.isawaitable(value) else value
+
+
+async def _replay(environment, data, turns):
+    """The rollout of ``turns`` as the environment's own ``rollout`` makes it: after each model
+    turn, ``is_completed`` or ``max_turns`` ends it, else ``env_response`` answers. A single-turn
+    environment takes every turn as part of its completion. Returns the completion, the state,
+    whether the rollout ended, and the environment's text after the last turn."""
+    prompt = data.get("prompt")
+    rollout, completion = list(prompt or []), []
     state = {
-        "prompt": data.get("prompt"),
+        "prompt": prompt,
         "completion": completion,
         "answer": data.get("answer", ""),
         "task": data.get("task", "default"),
         "info": data.get("info") or {},
         "responses": [],
-        "turn": len(completion),
+        "turn": 0,
     }
-    offered = {k: state[k] for k in ("prompt", "completion", "answer", "task", "info")}
-    offered["state"], offered["example_id"] = state, data.get("example_id", data.get("idx"))
+    multi = _multi_turn(environment)
+    if multi:
+        state = await _maybe(environment.setup_state(state))
+    done, shown = False, ""
+    for text in turns:
+        if done:
+            break
+        message = {"role": "assistant", "content": text}
+        rollout.append(message)
+        completion.append(message)
+        state["responses"].append(_Reply(text))
+        state["turn"] += 1
+        if not multi:
+            continue
+        if await _maybe(environment.is_completed(rollout, state)) or state["turn"] >= environment.max_turns:
+            done, shown = True, ""
+            continue
+        answered, state = await _maybe(environment.env_response(rollout, state))
+        answered = [answered] if isinstance(answered, dict) else list(answered)
+        rollout += answered
+        completion += answered
+        shown = "\n\n".join(str(m.get("content") or "") for m in answered)
+    state["completion"] = completion
+    return completion, state, done or not multi, shown
+
+
+async def _classic_reward(environment, data, completion, state):
+    offered = {"prompt": data.get("prompt"), "completion": completion, "state": state}
+    offered.update({k: state[k] for k in ("answer", "task", "info")})
+    offered["example_id"] = data.get("example_id", data.get("idx"))
     score_rollout = environment.rubric.score_rollout
     accepted = inspect.signature(score_rollout).parameters
     if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
         offered = {k: v for k, v in offered.items() if k in accepted}
-    _answer("scoring")
-    result = score_rollout(**offered)
-    if inspect.isawaitable(result):
-        result = asyncio.run(_awaited(result))
+    result = await _maybe(score_rollout(**offered))
     reward = result.get("reward") if isinstance(result, dict) else getattr(result, "reward", None)
     metrics = result.get("metrics") if isinstance(result, dict) else getattr(result, "metrics", None)
     return {"reward": reward, "rewards": {}, "metrics": _plain(metrics or {}), "skipped": []}
 
 
-async def _awaited(awaitable):
-    return await awaitable
+async def _classic_score(environment):
+    data = SETTINGS["data"]
+    _answer("scoring")
+    completion, state, done, shown = await _replay(environment, data, SETTINGS["turns"])
+    if SETTINGS["mode"] == "step" and not done:
+        return {"done": False, "observation": shown}
+    result = await _classic_reward(environment, data, completion, state)
+    return {**result, "done": done, "observation": shown}
+
+
+def classic_score(module):
+    """``score``: the reward of the replayed rollout; ``step``: the environment's answer to the
+    last turn, or, once the rollout has ended, its reward (``done``)."""
+    return asyncio.run(_classic_score(module.load_environment(**SETTINGS["args"])))
 
 
 def run():
     module = _module()
     if hasattr(module, "load_environment"):
-        return {"export": classic_export, "score": classic_score}[SETTINGS["mode"]](module)
+        return {"export": classic_export, "score": classic_score, "step": classic_score}[SETTINGS["mode"]](module)
     import verifiers.v1 as vf
 
     return {"export": export, "score": score}[SETTINGS["mode"]](vf)

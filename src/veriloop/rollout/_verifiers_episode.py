@@ -1,0 +1,90 @@
+"""Episodes on multi-turn verifiers environments: the environment answers each model turn.
+
+A ``verifiers_taskset`` task marked ``multi_turn`` comes from a ``load_environment`` package
+whose environment is a ``MultiTurnEnv``. After each model turn, the turns so far go to the
+environment in the sandbox, which replays its rollout (``veriloop.verifiers.step_taskset``) and
+gives its next message, or says the rollout has ended (``is_completed``, or its
+``max_turns``) with its rubric's reward. Its message is shown to the model as a tool message
+(token-level engines render it with the chat template, loss mask 0, as tool output is).
+Replaying each turn's history keeps nothing of the episode in the sandbox between turns; so the
+environment must answer the same turns the same way, as its offline scoring assumes too. When
+the episode's own limits (turns, tokens, context) end it first, the rubric scores the turns
+there are. An environment that fails makes the score an ``infra_error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from veriloop.core import Response, Score, Task, Trajectory
+from veriloop.rollout._engine import Engine
+from veriloop.rollout._episode import (
+    EPISODE_DRIVERS,
+    EpisodeConfig,
+    _add_observation,
+    _fit_observation,
+    _start,
+    _trajectory,
+    _turn_budget,
+)
+from veriloop.rollout._openenv_episode import _infra_error, _model_turn
+
+
+def _applies(task: Task) -> bool:
+    return bool(task.verifier.get("multi_turn"))
+
+
+@EPISODE_DRIVERS.register("verifiers_taskset")
+async def run_verifiers_episode(
+    task: Task, engine: Engine, config: EpisodeConfig, *, seed: int | None, group_id: str | None, sample_index: int
+) -> Trajectory:
+    """One episode of a multi-turn ``task`` on its verifiers environment (see the module docstring)."""
+    from veriloop.verifiers import GraderError, step_taskset, verify
+
+    state = _start(task, engine, config)
+
+    def ended(score: Score, text: str, reason: str) -> Trajectory:
+        return _trajectory(task, engine, state, score, text, reason, group_id, sample_index)
+
+    turns: list[str] = []
+    text, stop_reason = "", "max_turns"
+    for turn_index in range(config.stop.max_turns):
+        budget, short_reason = _turn_budget(task, engine, state, config)
+        if budget <= 0:
+            stop_reason = short_reason
+            break
+        sample = await _model_turn(engine, state, config, budget, None if seed is None else seed + 1000 * turn_index)
+        text = state.turns[-1].text
+        if sample.finish_reason == "error":  # the engine broke, not the model
+            return ended(_infra_error(task, f"generation failed: {sample.error or 'the engine failed'}"), text, "error")
+        turns.append(text)
+        try:
+            step = await asyncio.to_thread(step_taskset, task, turns)
+        except GraderError as exc:
+            return ended(_infra_error(task, str(exc)), text, "error")
+        if step.done:
+            assert step.verdict is not None
+            verdict = step.verdict
+            score = Score(
+                id=task.id,
+                task_id=task.id,
+                reward=verdict.reward,
+                passed=verdict.passed,
+                detail=verdict.detail,
+                feedback=verdict.feedback,
+                environment=verdict.environment,
+            )
+            return ended(score, text, "done")
+        if turn_index == config.stop.max_turns - 1:
+            break
+        shown = step.observation[: config.max_observation_chars]
+        fitted = _fit_observation(engine, state, config, shown, config.max_tokens_for(task.domain))
+        if fitted is None:
+            stop_reason = "context_budget"
+            break
+        _add_observation(engine, state, *fitted)
+    response = Response(id=task.id, task_id=task.id, response=text, turns=tuple(turns))
+    return ended(await asyncio.to_thread(verify, task, response), text, stop_reason)
+
+
+run_verifiers_episode.applies = _applies  # type: ignore[attr-defined]
