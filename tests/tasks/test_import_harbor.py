@@ -72,6 +72,23 @@ def test_every_problem_of_a_folder_is_named(tmp_path):
     assert caught.value.errors[-1] == "3 of 3 Harbor task folders refused; nothing written"
 
 
+def test_tasks_harbor_would_judge_in_another_shape_are_refused(tmp_path):
+    _task_folder(tmp_path, "separate", PLAIN, toml='[verifier]\nenvironment_mode = "separate"\n')
+    _task_folder(tmp_path, "own-image", PLAIN, toml='[verifier.environment]\ndocker_image = "python:3.12"\n')
+    _task_folder(tmp_path, "collect", PLAIN, toml='[[verifier.collect]]\nservice = "db"\ncommand = "dump"\n')
+    _task_folder(tmp_path, "steps", PLAIN, toml='[[steps]]\nname = "one"\n[[steps]]\nname = "two"\n')
+    _task_folder(tmp_path, "shared", PLAIN, toml='[verifier]\nenvironment_mode = "shared"\n')
+    with pytest.raises(RowErrors) as caught:
+        import_tasks("harbor", path=tmp_path)
+    text = "\n".join(caught.value.errors)
+    assert f"{tmp_path}/separate/task.toml: [verifier] runs the tests in a container of their own" in text
+    assert f"{tmp_path}/own-image/task.toml: [verifier] runs the tests in a container of their own" in text
+    assert f"{tmp_path}/collect/task.toml: [[verifier.collect]] reads compose services" in text
+    assert f"{tmp_path}/steps/task.toml: [[steps]] makes a task of several steps" in text
+    assert "shared" not in {Path(line.split(":")[0]).parent.name for line in caught.value.errors[:-1]}
+    assert caught.value.errors[-1] == "4 of 5 Harbor task folders refused; nothing written"
+
+
 def test_a_folder_without_tasks_and_a_workdir_the_sandbox_owns_are_user_errors(tmp_path, run_cli):
     done = run_cli("tasks", "import", "harbor", str(tmp_path), "--out", str(tmp_path / "t.jsonl"))
     assert done.returncode == 2 and "holds no Harbor task folder" in done.stderr

@@ -259,6 +259,25 @@ def _tree(root: Path, problems: list[str], *, text: bool) -> dict[str, Any] | No
     return files if len(problems) == count else None
 
 
+def _unsupported_shapes(path: Path, config: dict[str, Any], verifier: dict[str, Any], problems: list[str]) -> None:
+    """Task shapes whose tests would not run here as Harbor runs them: a verifier in a container of
+    its own (``environment_mode = "separate"``, or a ``[verifier.environment]``), which sees the
+    agent's files only through collected artifacts; state collected from compose services
+    (``[[verifier.collect]]``); and tasks of several steps (``[[steps]]``)."""
+    mode = verifier.get("environment_mode")
+    if mode == "separate" or (mode is None and "environment" in verifier):
+        problems.append(
+            f"{path}: [verifier] runs the tests in a container of their own (environment_mode separate); "
+            "only a verifier that shares the task's environment (shared, the default) can be imported"
+        )
+    elif mode not in (None, "shared"):
+        problems.append(f"{path}: [verifier] environment_mode {mode!r} is not shared or separate")
+    if verifier.get("collect"):
+        problems.append(f"{path}: [[verifier.collect]] reads compose services, which an import cannot run")
+    if config.get("steps"):
+        problems.append(f"{path}: [[steps]] makes a task of several steps; only single-step tasks can be imported")
+
+
 def _settings(path: Path, config: dict[str, Any], problems: list[str]) -> FolderSettings | None:
     """The settings of ``task.toml`` (None, with the problems added, when any is bad)."""
     count = len(problems)
@@ -268,6 +287,7 @@ def _settings(path: Path, config: dict[str, Any], problems: list[str]) -> Folder
             problems.append(f"{path}: [{name}] must be a table")
     if len(problems) > count:
         return None
+    _unsupported_shapes(path, config, tables["verifier"], problems)
     settings = FolderSettings(
         verifier_timeout_s=_seconds(path, "verifier", tables["verifier"], problems),
         agent_timeout_s=_seconds(path, "agent", tables["agent"], problems),
