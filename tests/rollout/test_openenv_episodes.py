@@ -101,3 +101,23 @@ def test_importing_from_a_server_that_is_not_running_writes_nothing(run_cli, tmp
     done = run_cli("tasks", "import", "openenv", f"http://127.0.0.1:{port}", "--out", str(out))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "start the environment's server first" in done.stderr and not out.exists()
+
+
+def test_the_importer_takes_the_apps_server_variables_as_name_value_or_json():
+    from veriloop.core import UserError
+    from veriloop.tasks import IMPORTERS
+
+    source = IMPORTERS.get("openenv")
+    app = {"url": "server:app", "environment": "env"}
+    assert source.parse_options({**app, "app_env": "DATA={app_dir}/a=b.jsonl"}).app_env == {
+        "DATA": "{app_dir}/a=b.jsonl"
+    }
+    assert source.parse_options({**app, "app_env": {"A": "1", "B": "2"}}).app_env == {"A": "1", "B": "2"}
+    with pytest.raises(UserError, match=r"--app-env: 'DATA': give NAME=VALUE"):
+        source.parse_options({**app, "app_env": "DATA"})
+    with pytest.raises(UserError, match="--app-env: variable PATH: the sandbox sets it"):
+        source.parse_options({**app, "app_env": "PATH=/bin"})
+    with pytest.raises(UserError, match="--app-env sets variables of an app's server; give --environment"):
+        source.run({"url": "http://127.0.0.1:9", "app_env": "DATA=x"})
+    with pytest.raises(UserError, match="DATA names {app_dir}, but no app_dir is given"):
+        source.run({**app, "app_env": "DATA={app_dir}/data.jsonl"})

@@ -138,3 +138,20 @@ def test_an_app_on_an_environment_that_is_not_built_is_an_infra_error(env_store)
     score = _verify(Task(id="guess/7", domain="games", prompt="Find the number.", verifier=verifier), '{"guess": 7}')
     assert (score.status, score.reward) == ("infra_error", None)
     assert "server:app (environment not-built-here) did not start" in score.detail
+
+
+def test_an_apps_server_variables_are_checked_and_may_name_its_directory():
+    parse = VERIFIERS.get("openenv").parse_config
+    app = {"app": "server:app", "environment": "env"}
+    with pytest.raises(ValidationError, match="app_env: variable HOME: the sandbox sets it"):
+        parse({**app, "app_env": {"HOME": "/data"}})
+    with pytest.raises(ValidationError, match="app_env: variable 'DATA PATH': a name is letters"):
+        parse({**app, "app_env": {"DATA PATH": "x"}})
+    with pytest.raises(ValidationError, match="DATA names {app_dir}, but no app_dir is given"):
+        parse({**app, "app_env": {"DATA": "{app_dir}/data.jsonl"}})
+    with pytest.raises(ValidationError, match="a server at a url has its own"):
+        parse({"url": "http://127.0.0.1:8000", "app_env": {"DATA": "x"}})
+    config = parse({**app, "app_dir": "examples/openenv", "app_env": {"DATA": "{app_dir}/data.jsonl"}, "disk_mb": 512})
+    assert config.app_env == {"DATA": "{app_dir}/data.jsonl"}
+    limits = config.server_limits()
+    assert (limits.disk_mb, limits.max_file_mb) == (512, 512)  # a cache file may fill the server's /tmp

@@ -7,9 +7,9 @@ when given; otherwise it is written from the server's ``/metadata`` (its descrip
 server must be running: the importer reads those two pages, and nothing is written when it cannot.
 
 With ``--environment NAME`` the argument is the environment's app instead (``module:attribute``
-on that built environment, its source in ``--app-dir`` when it is not one of its packages): the
-importer starts its server in the sandbox to read the two pages, and each task names the app, so
-every episode starts a server of its own.
+on that built environment, its source in ``--app-dir`` when it is not one of its packages, the
+variables of its server in ``--app-env``): the importer starts its server in the sandbox to read
+the two pages, and each task names the app, so every episode starts a server of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import re
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator
 
 from veriloop.core import Task, UserError
 from veriloop.tasks._sources import SourceOptions, register_importer
@@ -30,6 +30,10 @@ class OpenEnvOptions(SourceOptions):
     )
     environment: str | None = Field(default=None, description="the built environment the app runs on")
     app_dir: str | None = Field(default=None, description="the app's source directory (unset: a package)")
+    app_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="variables of the app's server: NAME=VALUE, or a JSON object of several ({app_dir}: where it sees --app-dir)",
+    )
     size: int = Field(default=100, ge=1, le=1_000_000, description="number of tasks: one per seed")
     seed_start: int = Field(default=0, ge=0, description="the first task's reset seed")
     reset: dict[str, Any] = Field(default_factory=dict, description='more reset options, as JSON: {"level": 2}')
@@ -37,8 +41,29 @@ class OpenEnvOptions(SourceOptions):
     action_field: str | None = Field(default=None, description="the action field a turn's text fills (unset: JSON)")
     observation_field: str | None = Field(default=None, description="the observation field shown (unset: all)")
     max_steps: int = Field(default=32, ge=1, le=1000, description="steps after which an episode scores 0")
+    pass_reward: float = Field(default=1.0, description="the reward at or above which an episode passed")
     reward: Literal["final", "sum"] = Field(default="final", description="the reward at done, or the sum of steps'")
     domain: str | None = Field(default=None, min_length=1, description="domain of every task (default: the name)")
+
+    @field_validator("app_env", mode="before")
+    @classmethod
+    def _one_variable(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        name, has_value, text = value.partition("=")
+        if not has_value:
+            raise ValueError(f'{value!r}: give NAME=VALUE, or a JSON object {{"NAME": "VALUE", ...}}')
+        return {name: text}
+
+    @field_validator("app_env")
+    @classmethod
+    def _variable_names(cls, variables: dict[str, str]) -> dict[str, str]:
+        from veriloop.sandbox import check_variables
+
+        try:
+            return check_variables(variables)
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
 
 
 def _field_line(name: str, spec: dict[str, Any], required: bool) -> str:
@@ -68,6 +93,8 @@ def _describe(options: OpenEnvOptions) -> tuple[dict[str, Any], dict[str, Any], 
     from veriloop.verifiers import OpenEnvConfig, OpenEnvError, environment_description, environment_session
 
     if options.environment is None:
+        if options.app_env:
+            raise UserError(f"openenv {options.url}: --app-env sets variables of an app's server; give --environment")
         try:
             url = OpenEnvConfig(url=options.url).url
             return {"url": url}, *environment_description(url)
@@ -76,10 +103,15 @@ def _describe(options: OpenEnvOptions) -> tuple[dict[str, Any], dict[str, Any], 
     server = {"app": options.url, "environment": options.environment}
     if options.app_dir is not None:
         server["app_dir"] = os.path.abspath(options.app_dir)
+    if options.app_env:
+        server["app_env"] = options.app_env
     try:
         config = OpenEnvConfig(**server)
         with environment_session(config) as session:
             return server, *environment_description(session.base_url, config.timeout_s)
+    except ValidationError as exc:
+        reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        raise UserError(f"openenv {options.url}: {reasons}") from None
     except (OpenEnvError, ValueError) as exc:
         raise UserError(f"openenv {options.url}: {exc}") from None
 
@@ -95,6 +127,7 @@ def import_openenv(options: OpenEnvOptions) -> list[Task]:
         "observation_field": options.observation_field,
         "max_steps": options.max_steps,
         "reward": options.reward,
+        "pass_reward": options.pass_reward,
     }
     return [
         Task(

@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from veriloop.core import UserError
@@ -40,6 +41,8 @@ STDERR_TAIL_BYTES = 4000
 _SERVE_APP = (Path(__file__).parent / "in_environment" / "_serve_app.py").read_text()
 _SOCKET_DIR = "/openenv"  # where the box sees the socket's host directory
 _SOURCE_DIR = "/openenv-app"  # where the box sees the app's source directory, when given
+APP_DIR = "{app_dir}"
+"""In a value of the server's variables: the path where the box sees the app's source directory."""
 _POLL_S = 0.02
 
 
@@ -48,7 +51,10 @@ class AppServer:
 
     ``address`` is its ``unix:///PATH`` once started. ``source_dir`` (a host directory, mounted
     read-only) comes first on the app's ``sys.path``, for an app that is not a package of the
-    environment."""
+    environment. ``variables`` are added to the server's environment (after the box's own), each
+    ``{app_dir}`` in a value replaced by the path where the box sees ``source_dir``: how a server
+    that reads its settings from variables finds data shipped beside its source. The box's
+    ``/tmp``, also its ``HOME`` and ``TMPDIR``, is its one writable place (``limits.disk_mb``)."""
 
     def __init__(
         self,
@@ -57,12 +63,14 @@ class AppServer:
         limits: Limits,
         *,
         source_dir: str | None = None,
+        variables: Mapping[str, str] | None = None,
         start_timeout_s: float = 60.0,
     ):
         self.app = app
         self.environment = environment
         self.limits = limits
         self.source_dir = source_dir
+        self.variables = dict(variables or {})
         self.start_timeout_s = start_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
         self._folder: str | None = None
@@ -103,6 +111,7 @@ class AppServer:
             self.process = start_isolated_process(
                 argv,
                 self.limits,
+                env={name: value.replace(APP_DIR, _SOURCE_DIR) for name, value in self.variables.items()},
                 keep_stderr=True,
                 environment=self.environment,
                 binds={self._folder: _SOCKET_DIR},

@@ -2,9 +2,10 @@
 
 A task names the environment by its server's address (``url``), or by its app (``app``, a
 ``module:attribute`` on the built ``environment``: its server is started in the sandbox for each
-episode, ``_app_server``), and the options of its reset (``reset``, e.g. a seed). In an episode (``veriloop.rollout``) each model turn becomes one
-action and the environment's observations are shown to the model; the reward is the one the
-environment gives at ``done``. Offline (``veriloop verify`` on a response with ``turns``), the
+episode, ``_app_server``, with the variables ``app_env``), and the options of its reset
+(``reset``, e.g. a seed). In an episode (``veriloop.rollout``) each model turn becomes one action
+and the environment's observations are shown to the model; the reward is the one the environment
+gives at ``done``. Offline (``veriloop verify`` on a response with ``turns``), the
 check replays the model's turns on a fresh session and takes the reward the same way, so it
 scores what the live episode scored when the environment is deterministic for its reset options.
 
@@ -28,11 +29,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from veriloop.core import Task
-from veriloop.sandbox import Limits
+from veriloop.core import Task, UserError
+from veriloop.sandbox import Limits, check_variables
 from veriloop.verifiers._registry import Answer, GraderError, Verdict, VerifierConfig, register_verifier
 from veriloop.verifiers.answers._json_schema import _NOT_JSON, RefusedJson, extract_json
-from veriloop.verifiers.openenv._app_server import AppServer
+from veriloop.verifiers.openenv._app_server import APP_DIR, AppServer
 from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult, session_url
 
 _VALIDATION_ERROR = "VALIDATION_ERROR"
@@ -59,6 +60,16 @@ class OpenEnvConfig(VerifierConfig):
     start_timeout_s: float = Field(default=60.0, gt=0, le=600, description="app: limit of its server's start")
     memory_mb: int = Field(default=1024, ge=64, le=1 << 20, description="app: address space of its server, MiB")
     max_processes: int = Field(default=64, ge=4, le=4096, description="app: its server's processes and threads")
+    disk_mb: int = Field(
+        default=128,
+        ge=1,
+        le=1 << 20,
+        description="app: size of its server's /tmp (also its HOME), the one place it writes, MiB",
+    )
+    app_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="app: environment variables of its server; {app_dir} in a value is where the server sees app_dir",
+    )
     reset: dict[str, Any] = Field(default_factory=dict, description="options of the reset, e.g. {seed: 3}")
     action_field: str | None = Field(
         default=None,
@@ -97,12 +108,24 @@ class OpenEnvConfig(VerifierConfig):
     def _absolute(cls, folder: str | None) -> str | None:
         return None if folder is None else os.path.abspath(folder)
 
+    @field_validator("app_env")
+    @classmethod
+    def _variables(cls, variables: dict[str, str]) -> dict[str, str]:
+        try:
+            return check_variables(variables)
+        except UserError as exc:
+            raise ValueError(f"app_env: {exc}") from None
+
     @model_validator(mode="after")
     def _one_server(self) -> OpenEnvConfig:
         if (self.url is None) == (self.app is None):
             raise ValueError("give the environment's url (a running server) or its app (started per episode)")
         if self.app is not None and self.environment is None:
             raise ValueError("an app needs the environment it runs on: environment: NAME (veriloop env build)")
+        if self.app is None and self.app_env:
+            raise ValueError("app_env sets variables of an app's server; a server at a url has its own")
+        if self.app_dir is None and (name := next((k for k, v in self.app_env.items() if APP_DIR in v), None)):
+            raise ValueError(f"app_env: {name} names {APP_DIR}, but no app_dir is given")
         return self
 
     @property
@@ -112,7 +135,10 @@ class OpenEnvConfig(VerifierConfig):
 
     def server_limits(self) -> Limits:
         """The sandbox limits of an app's server."""
-        return Limits(memory_mb=self.memory_mb, max_processes=self.max_processes)
+        # A cache file (a dataset's, say) may fill the disk: the server is the environment's code, not the model's.
+        return Limits(
+            memory_mb=self.memory_mb, max_processes=self.max_processes, disk_mb=self.disk_mb, max_file_mb=self.disk_mb
+        )
 
 
 @contextmanager
@@ -131,6 +157,7 @@ def environment_session(config: OpenEnvConfig) -> Iterator[OpenEnvSession]:
         config.environment,
         config.server_limits(),
         source_dir=config.app_dir,
+        variables=config.app_env,
         start_timeout_s=config.start_timeout_s,
     )
     with server, OpenEnvSession(server.address, config.timeout_s) as session:
