@@ -161,6 +161,33 @@ def test_an_app_that_does_not_import_is_an_infra_error_with_its_message(openenv_
     assert _boxed_servers("broken_env:app") == []
 
 
+DYING_APP = """
+import os, sys
+from guess_server import GuessAction, GuessEnvironment, GuessObservation, create_app
+
+
+class DyingEnvironment(GuessEnvironment):
+    def step(self, action):
+        sys.stderr.write(f"the environment gave up on guess {action.guess}\\n")
+        sys.stderr.flush()
+        os._exit(3)
+
+
+app = create_app(DyingEnvironment, GuessAction, GuessObservation, env_name="dying", max_concurrent_envs=8)
+"""
+
+
+def test_a_server_that_dies_mid_episode_is_an_infra_error_quoting_its_stderr(openenv_core_environment, tmp_path):
+    (tmp_path / "guess_server.py").write_text(SERVER.read_text())
+    (tmp_path / "dying_env.py").write_text(DYING_APP)
+    dying = {"app": "dying_env:app", "environment": "openenv-core", "app_dir": str(tmp_path)}
+    score = verify(_task(**dying), Response(id="r", task_id="guess/13", response='{"guess": 3}'))
+    assert (score.status, score.reward) == ("infra_error", None)
+    assert "dying_env:app (environment openenv-core): it exited with status 3" in score.detail
+    assert "the environment gave up on guess 3" in score.detail
+    assert _boxed_servers("dying_env:app") == []
+
+
 def test_the_importer_starts_the_app_to_read_its_description(openenv_core_environment):
     from veriloop.tasks import IMPORTERS
 

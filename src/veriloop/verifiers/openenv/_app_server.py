@@ -32,10 +32,11 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from veriloop.core import UserError
 from veriloop.sandbox import Limits, SandboxUnavailable, start_isolated_process
-from veriloop.verifiers.openenv._protocol import OpenEnvError
+from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession
 
 STDERR_TAIL_BYTES = 4000
 _SERVE_APP = (Path(__file__).parent / "in_environment" / "_serve_app.py").read_text()
@@ -44,6 +45,7 @@ _SOURCE_DIR = "/openenv-app"  # where the box sees the app's source directory, w
 APP_DIR = "{app_dir}"
 """In a value of the server's variables: the path where the box sees the app's source directory."""
 _POLL_S = 0.02
+_SETTLE_S = 2.0  # how long a broken session waits for its server's end, to report it
 
 
 class AppServer:
@@ -132,12 +134,12 @@ class AppServer:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise OpenEnvError(f"{self.where} did not start: {self._ending()}")
+                raise OpenEnvError(f"{self.where} did not start: {self.ending()}")
             if self._accepts():
                 return
             time.sleep(_POLL_S)
         self.kill()
-        raise OpenEnvError(f"{self.where} did not start within {self.start_timeout_s:g} s: {self._ending()}")
+        raise OpenEnvError(f"{self.where} did not start within {self.start_timeout_s:g} s: {self.ending()}")
 
     def _accepts(self) -> bool:
         if not os.path.exists(self.socket_path):
@@ -154,17 +156,17 @@ class AppServer:
         while chunk := self.process.stderr.read1(1 << 12):
             self._stderr_tail = (self._stderr_tail + chunk)[-STDERR_TAIL_BYTES:]
 
-    def _ending(self) -> str:
-        """How the server ended (or that it is still running) and the end of its stderr."""
+    def ending(self, running: str = "it is not listening") -> str:
+        """How the server ended (``running`` while it runs) and the end of its stderr."""
         assert self.process is not None
         status = self.process.poll()
         if status is None:
-            reason = "it is not listening"
+            reason = running
         elif status > 128 and status - 128 in signal.valid_signals():
             reason = f"it was killed ({signal.Signals(status - 128).name}; its CPU or memory limit, or a crash)"
         else:
             reason = f"it exited with status {status}"
-        if self._drain is not None:
+        if self._drain is not None and status is not None:
             self._drain.join(timeout=1.0)
         tail = self._stderr_tail.decode("utf-8", errors="replace").strip()
         return f"{reason}; its stderr ended with: {tail[-1500:]}" if tail else f"{reason}, with nothing on stderr"
@@ -188,3 +190,27 @@ class AppServer:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
+
+
+class AppServerSession(OpenEnvSession):
+    """A session on ``server``: when the session breaks (the server closed it, crashed, or did not
+    answer in time), the error also says how the server ended and quotes the end of its stderr."""
+
+    def __init__(self, server: AppServer, timeout_s: float = 30.0):
+        self.server = server
+        super().__init__(server.address, timeout_s)
+
+    def _ask(self, message: dict[str, Any], expected: str) -> dict[str, Any]:
+        try:
+            return super()._ask(message, expected)
+        except OpenEnvError as exc:
+            if exc.code is not None:  # the environment answered with an error of the protocol
+                raise
+            process = self.server.process
+            if process is not None:
+                try:  # a crash closes the socket a moment before the process is gone
+                    process.wait(timeout=_SETTLE_S)
+                except subprocess.TimeoutExpired:
+                    pass
+            ending = self.server.ending(running="it is still running")
+            raise OpenEnvError(f"{exc}; {self.server.where}: {ending}", exc.code, exc.detail) from None

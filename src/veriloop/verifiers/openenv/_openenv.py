@@ -33,7 +33,7 @@ from veriloop.core import Task, UserError
 from veriloop.sandbox import Limits, check_variables
 from veriloop.verifiers._registry import Answer, GraderError, Verdict, VerifierConfig, register_verifier
 from veriloop.verifiers.answers._json_schema import _NOT_JSON, RefusedJson, extract_json
-from veriloop.verifiers.openenv._app_server import APP_DIR, AppServer
+from veriloop.verifiers.openenv._app_server import APP_DIR, AppServer, AppServerSession
 from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult, session_url
 
 _VALIDATION_ERROR = "VALIDATION_ERROR"
@@ -160,7 +160,7 @@ def environment_session(config: OpenEnvConfig) -> Iterator[OpenEnvSession]:
         variables=config.app_env,
         start_timeout_s=config.start_timeout_s,
     )
-    with server, OpenEnvSession(server.address, config.timeout_s) as session:
+    with server, AppServerSession(server, config.timeout_s) as session:
         yield session
 
 
