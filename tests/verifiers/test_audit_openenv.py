@@ -74,6 +74,21 @@ def test_the_exploits_carry_their_turns_and_forge_outcomes_beside_the_actions_fi
     assert {e.category for e in text_exploits.values()} >= OPENENV_HACKS - {"hedging"}
 
 
+@pytest.mark.parametrize(
+    ("prompt", "forged"),
+    [
+        (PROMPT, {"guess": -1}),  # the importer's list of fields: an integer field
+        ('Find the number; answer with {"guess": N}. You will see {"text": "higher"}.', {"guess": -1, "text": -1}),
+        ("Find the number.", {}),
+    ],
+)
+def test_without_a_gold_action_the_fields_come_from_the_prompt(prompt, forged):
+    task = Task(id="guess/7", domain="guess", prompt=prompt, verifier={"kind": "openenv", "url": "http://127.0.0.1:1"})
+    exploits = {e.name: e.response for e in exploits_for(task, [])}
+    assert json.loads(exploits["an action giving its own reward and done"]) == {**forged, "reward": 1.0, "done": True}
+    assert json.loads(exploits["every field null"]) == dict.fromkeys(forged or ["action"])
+
+
 def test_an_environment_that_takes_an_actions_word_for_its_outcome_is_fooled(weak_guess_server):
     report, _ = _audit(weak_guess_server("trusting").url)
     rows = _rows(report)
