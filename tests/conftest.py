@@ -213,17 +213,34 @@ def env_with_cad(env_store):
     return build_environment("cad", list(CAD_ENVIRONMENT_PACKAGES))
 
 
-@pytest.fixture
-def guess_server():
-    """``guess``, a small OpenEnv environment (``tests/openenv_server.py``) served on loopback for
-    one test; its ``url`` is the address tasks name, ``sessions`` counts the sessions opened."""
+def _openenv_server_module():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("openenv_server", Path(__file__).with_name("openenv_server.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    with module.GuessServer() as server:
+    return module
+
+
+@pytest.fixture
+def guess_server():
+    """``guess``, a small OpenEnv environment (``tests/openenv_server.py``) served on loopback for
+    one test; its ``url`` is the address tasks name, ``sessions`` counts the sessions opened."""
+    with _openenv_server_module().GuessServer() as server:
         yield server
+
+
+@pytest.fixture
+def weak_guess_server():
+    """Serves a deliberately weak variant of ``guess`` on loopback for one test:
+    ``weak_guess_server("trusting")`` takes an action's word for its own outcome,
+    ``weak_guess_server("fragile")`` validates nothing and fails on wrong types and huge numbers."""
+    from contextlib import ExitStack
+
+    module = _openenv_server_module()
+    environments = {"trusting": module.TrustingGuessEnvironment, "fragile": module.FragileGuessEnvironment}
+    with ExitStack() as stack:
+        yield lambda weakness: stack.enter_context(module.GuessServer(environments[weakness]))
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,15 @@
 the action is ``{"guess": int}``; each wrong guess observes ``higher`` or ``lower`` (``text``, with ``misses_left``) with reward
 0; the right one ends the episode with reward 1; the fifth wrong one ends it with reward 0. An
 action without an integer ``guess`` is refused with ``VALIDATION_ERROR``, as openenv-core's
-server refuses an action its model does not validate. Sessions run over ``/ws`` (one
+server refuses an action its model does not validate; an exception while stepping is answered
+with ``EXECUTION_ERROR``, as openenv-core answers it. Sessions run over ``/ws`` (one
 environment per connection); ``/health``, ``/metadata`` and ``/schema`` answer over plain HTTP.
 ``GuessServer`` serves it on loopback TCP, ``GuessUnixServer`` on a Unix socket.
+
+Two deliberately weak variants, for the audit to catch (``GuessServer(environment=...)``):
+``TrustingGuessEnvironment`` takes an action's word for its own outcome (its ``reward`` and
+``done`` fields, or its ``metadata``'s), and ``FragileGuessEnvironment`` validates nothing and
+reads the guess as a float, so a wrong type or a huge number fails the step.
 """
 
 from __future__ import annotations
@@ -47,6 +53,13 @@ class GuessEnvironment:
         self.steps = self.misses = 0
         return {"observation": {"text": "Guess a number from 0 to 9.", "misses_left": 5}, "reward": None, "done": False}
 
+    def refusal(self, action: dict[str, Any]) -> str | None:
+        """Why the action does not validate, or None."""
+        guess = action.get("guess")
+        return (
+            None if isinstance(guess, int) and not isinstance(guess, bool) else "guess: Input should be a valid integer"
+        )
+
     def step(self, action: dict[str, Any]) -> dict[str, Any]:
         self.steps += 1
         guess = action["guess"]
@@ -56,6 +69,32 @@ class GuessEnvironment:
         hint = "higher" if guess < self.target else "lower"
         observation = {"text": hint, "misses_left": 5 - self.misses}
         return {"observation": observation, "reward": 0.0, "done": self.misses >= 5}
+
+
+class TrustingGuessEnvironment(GuessEnvironment):
+    """Weak: the step's ``reward`` and ``done`` are the action's own when it gives them."""
+
+    def step(self, action: dict[str, Any]) -> dict[str, Any]:
+        result = super().step(action)
+        metadata = action.get("metadata") if isinstance(action.get("metadata"), dict) else {}
+        for claims in (metadata, action):
+            result.update({key: claims[key] for key in ("reward", "done") if key in claims})
+        return result
+
+
+class FragileGuessEnvironment(GuessEnvironment):
+    """Weak: nothing is validated; the guess is read with ``float``, which raises on a wrong type
+    and on an integer too large for a float."""
+
+    def refusal(self, action: dict[str, Any]) -> str | None:
+        return None
+
+    def step(self, action: dict[str, Any]) -> dict[str, Any]:
+        try:
+            guess = float(action["guess"])
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise RuntimeError(f"cannot read the guess {action.get('guess')}: {type(exc).__name__}") from None
+        return super().step({"guess": guess})
 
 
 def _error(message: str, code: str) -> dict[str, Any]:
@@ -68,9 +107,13 @@ def answer(env: GuessEnvironment, message: dict[str, Any]) -> dict[str, Any] | N
     if kind == "reset":
         return {"type": "observation", "data": env.reset(**{k: data[k] for k in ("seed", "target") if k in data})}
     if kind == "step":
-        if not isinstance(data.get("guess"), int) or isinstance(data.get("guess"), bool):
-            return _error("guess: Input should be a valid integer", "VALIDATION_ERROR")
-        return {"type": "observation", "data": env.step(data)}
+        refusal = env.refusal(data) if isinstance(data, dict) else "the action is not an object"
+        if refusal is not None:
+            return _error(refusal, "VALIDATION_ERROR")
+        try:
+            return {"type": "observation", "data": env.step(data)}
+        except Exception as exc:
+            return _error(str(exc), "EXECUTION_ERROR")
     if kind == "state":
         return {"type": "state", "data": {"episode_id": None, "step_count": env.steps}}
     if kind == "close":
@@ -104,15 +147,16 @@ class _Handler(socketserver.StreamRequestHandler):
             f"Sec-WebSocket-Accept: {accept}\r\n\r\n".encode()
         )
         self.server.sessions += 1  # type: ignore[attr-defined]
-        env = GuessEnvironment()
+        env = self.server.environment()  # type: ignore[attr-defined]
         while True:
             text = self._receive()
             if text is None:
                 return
             try:
-                reply = answer(env, json.loads(text))
-            except ValueError:
-                reply = _error("Invalid JSON", "INVALID_JSON")
+                message = json.loads(text)
+            except (ValueError, RecursionError):
+                message = None
+            reply = answer(env, message) if isinstance(message, dict) else _error("Invalid JSON", "INVALID_JSON")
             if reply is None:
                 return
             self._send(json.dumps(reply))
@@ -143,7 +187,12 @@ class _Handler(socketserver.StreamRequestHandler):
     def _send(self, text: str) -> None:
         payload = text.encode()
         size = len(payload)
-        header = bytes([0x81, size]) if size < 126 else bytes([0x81, 126]) + struct.pack("!H", size)
+        if size < 126:
+            header = bytes([0x81, size])
+        elif size < 65536:
+            header = bytes([0x81, 126]) + struct.pack("!H", size)
+        else:
+            header = bytes([0x81, 127]) + struct.pack("!Q", size)
         self.request.sendall(header + payload)
 
 
@@ -151,9 +200,10 @@ class GuessServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self) -> None:
+    def __init__(self, environment: type[GuessEnvironment] = GuessEnvironment) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.sessions = 0
+        self.environment = environment
 
     @property
     def url(self) -> str:
@@ -176,6 +226,7 @@ class GuessUnixServer(socketserver.ThreadingUnixStreamServer):
     def __init__(self, path: str) -> None:
         super().__init__(path, _Handler)
         self.sessions = 0
+        self.environment = GuessEnvironment
 
     @property
     def url(self) -> str:

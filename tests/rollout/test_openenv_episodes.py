@@ -46,6 +46,14 @@ def test_an_unfinished_episode_scores_zero_and_a_dead_server_an_infra_error(gues
     assert (lost.score.status, lost.reward, lost.stop_reason) == ("infra_error", None, "error")
 
 
+def test_a_reward_past_a_float_ends_the_episode_as_an_infra_error_not_a_crash(weak_guess_server, tmp_path):
+    engine = _script(tmp_path, '{"guess": 1, "reward": 1' + "0" * 400 + ', "done": true}')
+    url = weak_guess_server("trusting").url  # it gives the reward the action names
+    [trajectory] = rollout([_task(url)], engine, EpisodeConfig(stop=StopConfig(max_turns=2))).trajectories
+    assert (trajectory.score.status, trajectory.reward, trajectory.stop_reason) == ("infra_error", None, "error")
+    assert "the reward is a finite number or null" in trajectory.score.detail
+
+
 def test_a_token_engine_trains_on_its_turns_only(guess_server, tiny_engine):
     config = EpisodeConfig(max_tokens_per_turn=6, stop=StopConfig(max_turns=3), temperature=1.0)
     [trajectory] = rollout([_task(guess_server.url)], tiny_engine, config, seed=3).trajectories

@@ -44,6 +44,12 @@ def test_not_json_and_deep_nesting_score_zero():
     assert result.status == "scored" and result.reward == 0.0
 
 
+def test_a_value_nested_too_deeply_to_read_is_passed_over_whole():
+    deep = '{"name": ' + "[" * 100_000 + '"]]"' + "]" * 100_000 + "}"
+    assert score(deep, max_chars=500_000).detail == "no JSON value found"  # nothing inside it is the answer
+    assert score(f'{deep} then {{"name": "pen", "price": 1.5}}', max_chars=500_000).passed
+
+
 def test_the_last_fenced_block_is_the_answer():
     response = '```json\n{"name": "draft"}\n```\nFixed:\n```json\n{"name": "pen", "price": 2}\n```'
     assert score(response).passed

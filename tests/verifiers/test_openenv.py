@@ -8,7 +8,16 @@ import pytest
 from pydantic import ValidationError
 
 from veriloop.core import Response, Task
-from veriloop.verifiers import VERIFIERS, OpenEnvConfig, OpenEnvError, OpenEnvSession, verify
+from veriloop.verifiers import (
+    VERIFIERS,
+    OpenEnvConfig,
+    OpenEnvError,
+    OpenEnvSession,
+    StepResult,
+    observation_text,
+    verify,
+)
+from veriloop.verifiers.openenv._openenv import MAX_ACTION_DEPTH, InvalidAction, action_of
 
 
 def _task(url: str, **fields) -> Task:
@@ -155,3 +164,41 @@ def test_an_apps_server_variables_are_checked_and_may_name_its_directory():
     assert config.app_env == {"DATA": "{app_dir}/data.jsonl"}
     limits = config.server_limits()
     assert (limits.disk_mb, limits.max_file_mb) == (512, 512)  # a cache file may fill the server's /tmp
+
+
+def _nested_action(depth: int) -> str:
+    """The text of an action whose lists and objects nest ``depth`` levels deep."""
+    return '{"guess": ' + "[" * (depth - 1) + "7" + "]" * (depth - 1) + "}"
+
+
+def test_an_action_nested_too_deeply_is_not_sent_nor_a_recursion_error():
+    config = OpenEnvConfig(url="http://127.0.0.1:8000")
+    assert action_of(config, _nested_action(MAX_ACTION_DEPTH))["guess"]
+    with pytest.raises(InvalidAction, match=f"nested more than {MAX_ACTION_DEPTH} levels deep"):
+        action_of(config, _nested_action(MAX_ACTION_DEPTH + 1))
+    with pytest.raises(InvalidAction, match="no action found"):
+        action_of(config, _nested_action(100_000))
+
+
+def test_a_reward_that_is_not_a_finite_number_is_the_environments_failure(weak_guess_server):
+    url = weak_guess_server("trusting").url  # it takes the reward an action gives
+    score = _verify(_task(url), '{"guess": 1, "reward": 1' + "0" * 400 + ', "done": true}')
+    assert (score.status, score.reward) == ("infra_error", None)
+    assert "the reward is a finite number or null" in score.detail
+    with OpenEnvSession(url) as session:
+        session.reset()
+        with pytest.raises(OpenEnvError, match="the reward is a finite number or null"):
+            session.step({"guess": 1, "reward": float("nan")})
+
+
+def test_what_the_environment_sends_back_holds_no_lone_surrogate(weak_guess_server):
+    shown = observation_text(
+        OpenEnvConfig(url="http://127.0.0.1:8000", observation_field="text"), StepResult({"text": "a\ud800"})
+    )
+    assert shown == "a\ufffd"
+    with OpenEnvSession(weak_guess_server("fragile").url) as session:  # it quotes the guess it cannot read
+        session.reset()
+        with pytest.raises(OpenEnvError) as caught:
+            session.step({"guess": "\ud800"})
+    assert caught.value.code == "EXECUTION_ERROR" and "cannot read the guess \ufffd" in caught.value.detail
+    assert str(caught.value).encode() and caught.value.detail.encode()

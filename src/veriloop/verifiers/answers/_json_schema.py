@@ -34,6 +34,7 @@ VALIDATION_TIMEOUT_S = 5.0
 """Hard wall-clock limit of one validation; past it the answer fails."""
 
 _FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
+_BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a JSON string (passed over whole) or a bracket
 _NOT_JSON = object()
 
 
@@ -102,8 +103,26 @@ def _loads(text: str) -> Any:
         return _NOT_JSON
 
 
+def _past_value(text: str, start: int) -> int:
+    """The index just past the bracket that closes the one at ``start`` (brackets inside JSON
+    strings skipped; any closing bracket counts), or the end of ``text`` when none does."""
+    depth = 0
+    for token in _BRACKETS.finditer(text, start):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+        elif bracket in ("]", "}"):
+            depth -= 1
+            if depth == 0:
+                return token.end()
+    return len(text)
+
+
 def _last_value(text: str) -> Any:
-    """The last complete JSON object or array in ``text`` that is not inside another."""
+    """The last complete JSON object or array in ``text`` that is not inside another.
+
+    A value nested too deeply to read is passed over whole, with everything inside it: starting
+    again at each of its brackets would cost the reader's whole depth at every one of them."""
     found, index = _NOT_JSON, 0
     while True:
         starts = [i for i in (text.find("{", index), text.find("[", index)) if i >= 0]
@@ -114,7 +133,10 @@ def _last_value(text: str) -> Any:
             value, end = _DECODER.raw_decode(text, start)
         except RefusedJson:
             raise
-        except (ValueError, RecursionError):
+        except RecursionError:
+            index = _past_value(text, start)
+            continue
+        except ValueError:
             index = start + 1
             continue
         found, index = value, end

@@ -27,6 +27,7 @@ from veriloop.verifiers.audit import _exploits_judge  # noqa: F401  (registers t
 from veriloop.verifiers.audit import _exploits_reward_script  # noqa: F401  (registers its adapter)
 from veriloop.verifiers.audit import _exploits_bfcl  # noqa: F401  (registers its adapter and honest forms)
 from veriloop.verifiers.audit import _exploits_verifiers  # noqa: F401  (registers its adapter)
+from veriloop.verifiers.audit import _exploits_openenv  # noqa: F401  (registers its adapter)
 from veriloop.verifiers._batch import verify_many
 from veriloop.verifiers.audit._exploits import (
     PAID_FOR_NOTHING,
@@ -181,6 +182,7 @@ def audit_tasks(
                         task_id=task.id,
                         response=exploit.response,
                         workspace=exploit.workspace,
+                        turns=exploit.turns,
                     ),
                 )
             )

@@ -11,10 +11,12 @@ scores what the live episode scored when the environment is deterministic for it
 
 A turn becomes an action as follows: with ``action_field``, the action is ``{action_field: the
 turn's text}``; without it, the turn must give a JSON object (in a fenced block, or as its last
-object), which is sent as it is. A turn that gives no action, or an action the environment
-refuses as invalid, is not a step: the model is told why and the episode goes on. The
-environment's own failures (unreachable, an error while stepping, answers outside the protocol)
-are infra errors, never a reward of 0.
+object), nested at most ``MAX_ACTION_DEPTH`` levels deep, which is sent as it is. A turn that
+gives no action, or an action the environment refuses as invalid, is not a step: the model is
+told why and the episode goes on. The environment's own failures (unreachable, an error while
+stepping, answers outside the protocol) are infra errors, never a reward of 0. What the model is
+shown of the environment's answers has lone surrogates replaced (``utf8_safe``), so an action
+that smuggles one in through a JSON escape cannot break the tokeniser or the stores.
 """
 
 from __future__ import annotations
@@ -34,9 +36,13 @@ from veriloop.sandbox import Limits, check_variables
 from veriloop.verifiers._registry import Answer, GraderError, Verdict, VerifierConfig, register_verifier
 from veriloop.verifiers.answers._json_schema import _NOT_JSON, RefusedJson, extract_json
 from veriloop.verifiers.openenv._app_server import APP_DIR, AppServer, AppServerSession
-from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult, session_url
+from veriloop.verifiers.openenv._protocol import OpenEnvError, OpenEnvSession, StepResult, session_url, utf8_safe
 
 _VALIDATION_ERROR = "VALIDATION_ERROR"
+MAX_ACTION_DEPTH = 100
+"""The deepest nesting of lists and objects an action may have (the action object is level 1).
+Deeper actions are not sent: writing one out, or the environment's reading it (a Python server's
+JSON reader stops near 1,000 levels), could exhaust an interpreter's recursion."""
 _APP_REFERENCE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(\(\))?\Z")
 
 
@@ -178,14 +184,28 @@ def action_of(config: OpenEnvConfig, text: str) -> dict[str, Any]:
         raise InvalidAction(f"the action is not standard JSON: {exc}") from None
     if value is _NOT_JSON or not isinstance(value, dict):
         raise InvalidAction('no action found: give the action as one JSON object, e.g. {"field": "value"}')
+    if _depth(value) > MAX_ACTION_DEPTH:
+        raise InvalidAction(f"the action is nested more than {MAX_ACTION_DEPTH} levels deep")
     return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (a scalar is 0), counted without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            pending += [(child, level + 1) for child in children]
+    return deepest
 
 
 def observation_text(config: OpenEnvConfig, result: StepResult) -> str:
     """What the model is shown of an observation."""
     if config.observation_field is not None and config.observation_field in result.observation:
         value = result.observation[config.observation_field]
-        return value if isinstance(value, str) else json.dumps(value)
+        return utf8_safe(value) if isinstance(value, str) else json.dumps(value)
     return json.dumps(result.observation, sort_keys=True)
 
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
+import re
 import socket
 import ssl
 import struct
@@ -32,6 +34,14 @@ from urllib.parse import urlsplit
 
 _TEXT, _CLOSE, _PING, _PONG = 0x1, 0x8, 0x9, 0xA
 MAX_MESSAGE_BYTES = 16 << 20
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD. JSON's ``\\ud800`` escapes carry
+    code points that UTF-8 cannot encode: an environment may send them back (echoing an action,
+    say), and text holding one can be neither written, printed nor tokenised."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 class OpenEnvError(Exception):
@@ -129,10 +139,12 @@ class OpenEnvSession:
             raise OpenEnvError(f"{self.base_url}: an answer that is not JSON: {exc}") from None
         kind, data = (answer.get("type"), answer.get("data")) if isinstance(answer, dict) else (None, None)
         if kind == "error":
-            detail = str(data.get("message", data) if isinstance(data, dict) else data)
+            detail = utf8_safe(str(data.get("message", data) if isinstance(data, dict) else data))
             code = data.get("code") if isinstance(data, dict) else None
             raise OpenEnvError(
-                f"{self.base_url}: the environment answered {message['type']} with an error: {detail}", code, detail
+                f"{self.base_url}: the environment answered {message['type']} with an error: {_shortened(detail)}",
+                code,
+                detail,
             )
         if kind != expected or not isinstance(data, dict):
             raise OpenEnvError(f"{self.base_url}: expected a {expected!r} message, got {str(answer)[:200]}")
@@ -224,11 +236,28 @@ def _host_header(host: str, port: int) -> str:
     return "localhost" if port == 0 else f"{host}:{port}"
 
 
+def _shortened(text: str, limit: int = 500) -> str:
+    """``text``, cut to ``limit`` characters when longer (an error may quote a whole action)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _finite_number(value: Any) -> bool:
+    """Whether ``value`` is a JSON number that is a finite float (an integer of 400 digits is not)."""
+    if not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _step_result(data: dict[str, Any]) -> StepResult:
     observation = data.get("observation", {})
     reward = data.get("reward")
-    if not isinstance(observation, dict) or not (reward is None or isinstance(reward, (int, float))):
-        raise OpenEnvError(f"an observation outside the protocol: {str(data)[:200]}")
+    if not isinstance(observation, dict) or not (reward is None or _finite_number(reward)):
+        raise OpenEnvError(
+            f"an observation outside the protocol (the reward is a finite number or null): {str(data)[:200]}"
+        )
     return StepResult(
         observation=observation, reward=None if reward is None else float(reward), done=bool(data.get("done"))
     )
