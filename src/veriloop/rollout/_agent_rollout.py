@@ -23,7 +23,14 @@ from veriloop.rollout._episode import Verify, verify_in_thread
 from veriloop.rollout._gateway import Gateway
 from veriloop.rollout._gateway_calls import GatewayLimits
 from veriloop.rollout._gateway_records import GatewayEpisode, episode_trajectory
-from veriloop.rollout._rollout import RolloutBatch, run_coroutine, summarize_rollout
+from veriloop.rollout._rollout import (
+    RolloutBatch,
+    rank_groups,
+    ranked_later,
+    ranked_task_indices,
+    run_coroutine,
+    summarize_rollout,
+)
 
 API_KEY = "veriloop-episode"  # what the program's client sends; the gateway answers loopback only
 
@@ -66,19 +73,24 @@ async def _episodes(
     async with AgentHost(program) if program.callable else contextlib.nullcontext() as host:
         limit = asyncio.Semaphore(concurrency)
         total, done = len(tasks) * group_size, 0
+        ranked = ranked_task_indices(tasks, group_size)
 
-        async def one(task: Task, sample_index: int) -> Trajectory:
+        async def one(task_index: int, task: Task, sample_index: int) -> Trajectory:
             nonlocal done
+            judge = ranked_later if task_index in ranked else verify
             async with limit:
                 group_id = f"{task.id}#{seed if seed is not None else 'x'}"
-                trajectory = await play(task, gateway, program, verify, group_id, sample_index, host)
+                trajectory = await play(task, gateway, program, judge, group_id, sample_index, host)
             done += 1
             if progress is not None:
                 progress(done, total)
             return trajectory
 
         started, engine_busy = time.perf_counter(), getattr(gateway.engine, "busy_s", 0.0)
-        trajectories = tuple(await asyncio.gather(*(one(t, j) for t in tasks for j in range(group_size))))
+        jobs = (one(i, t, j) for i, t in enumerate(tasks) for j in range(group_size))
+        trajectories = tuple(await asyncio.gather(*jobs))
+        if ranked:
+            trajectories = await asyncio.to_thread(rank_groups, tasks, trajectories, group_size, ranked)
         wall_s = time.perf_counter() - started
         return RolloutBatch(
             trajectories,

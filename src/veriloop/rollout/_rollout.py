@@ -3,6 +3,13 @@
 Episodes are coroutines bounded by ``concurrency``. Token-level engines gather concurrent
 generation requests into shared batches; while one batch generates, the tool calls and code
 verifications of other episodes run on in their sandbox processes.
+
+A task judged by ranking (a ``judge`` verifier in ``rank`` mode, as RULER does) is scored once
+its group's episodes have all ended: the group's answers go to the judge side by side
+(``verify_many`` keeps a task's answers in one request), so each reward is relative to the
+others. Its episodes skip their own verification (unless ``feedback_on_fail`` needs a verdict
+mid-episode; the group's ranking then still replaces it). Batches split over workers keep each
+task's group whole, so every group is ranked where it was sampled.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from veriloop.core import Task, Trajectory
+from veriloop.core import Response, Score, Task, Trajectory
 from veriloop.rollout._engine import Engine
 from veriloop.rollout._episode import EpisodeConfig, ToolExecutor, Verify, run_episode, verify_in_thread
 from veriloop.rollout._stopping import StopPredicate
@@ -76,6 +83,8 @@ async def arollout(
     limit = asyncio.Semaphore(concurrency)
 
     total, done = len(tasks) * group_size, 0
+    ranked = ranked_task_indices(tasks, group_size)
+    defer = not config.feedback_on_fail
 
     async def one(task_index: int, task: Task, sample_index: int) -> Trajectory:
         nonlocal done
@@ -85,7 +94,7 @@ async def arollout(
                 task,
                 engine,
                 config,
-                verify,
+                ranked_later if defer and task_index in ranked else verify,
                 tools,
                 seed=episode_seed,
                 group_id=f"{task.id}#{seed if seed is not None else 'x'}",
@@ -100,11 +109,61 @@ async def arollout(
     started, engine_busy = time.perf_counter(), getattr(engine, "busy_s", 0.0)
     jobs = [one(i, task, j) for i, task in enumerate(tasks) for j in range(group_size)]
     trajectories = tuple(await asyncio.gather(*jobs))
+    if ranked:
+        trajectories = await asyncio.to_thread(rank_groups, tasks, trajectories, group_size, ranked)
     wall_s = time.perf_counter() - started
     return RolloutBatch(
         trajectories,
         summarize_rollout(trajectories, wall_s, sandbox_workers, getattr(engine, "busy_s", 0.0) - engine_busy),
     )
+
+
+RANKED_LATER = "ranked with its group once the group's episodes end"
+
+
+def ranked_task_indices(tasks: Sequence[Task], group_size: int) -> set[int]:
+    """The tasks whose rewards come from ranking their group's answers (groups of two or more)."""
+    if group_size < 2:
+        return set()
+    from veriloop.verifiers import ranks_groups
+
+    return {index for index, task in enumerate(tasks) if ranks_groups(task)}
+
+
+async def ranked_later(task: Task, response: Response) -> Score:
+    """An episode's placeholder verdict, replaced by its group's ranking (``rank_groups``)."""
+    return Score(id=task.id, task_id=task.id, reward=0.0, passed=False, detail=RANKED_LATER)
+
+
+def rank_groups(
+    tasks: Sequence[Task], trajectories: tuple[Trajectory, ...], group_size: int, ranked: set[int]
+) -> tuple[Trajectory, ...]:
+    """``trajectories`` with the episodes of ``ranked`` tasks scored by ranking each group's
+    answers together. An episode that ended in an infra error (its generation failed) keeps it."""
+    from veriloop.verifiers import verify_many
+
+    places, pairs = [], []
+    for task_index in sorted(ranked):
+        task = tasks[task_index]
+        for place in range(task_index * group_size, (task_index + 1) * group_size):
+            trajectory = trajectories[place]
+            if trajectory.score is not None and trajectory.score.status == "infra_error":
+                continue
+            turns = tuple(turn.text for turn in trajectory.turns if turn.role == "assistant")
+            response = Response(id=trajectory.id, task_id=task.id, response=trajectory.response, turns=turns)
+            places.append(place)
+            pairs.append((task, response))
+    updated = list(trajectories)
+    for place, score in zip(places, verify_many(pairs)):
+        trajectory = updated[place]
+        updated[place] = trajectory.model_copy(
+            update={
+                "reward": score.reward,
+                "score": score.model_copy(update={"id": trajectory.id}),
+                "environment": score.environment or trajectory.environment,
+            }
+        )
+    return tuple(updated)
 
 
 def rollout(tasks: Sequence[Task], engine: Engine, config: EpisodeConfig, **options) -> RolloutBatch:

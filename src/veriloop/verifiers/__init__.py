@@ -52,7 +52,7 @@ from veriloop.verifiers.judge._backends import (
     JudgeRequest,
     JudgeUnavailable,
 )
-from veriloop.verifiers.judge._config import JudgeConfig, JudgeCriterion, judge_specs
+from veriloop.verifiers.judge._config import JudgeConfig, JudgeCriterion, judge_specs, ranks_groups
 from veriloop.verifiers.judge._prompt import JudgePrompt, judge_prompt
 from veriloop.verifiers.judge._verdict import MalformedVerdict, read_verdict
 from veriloop.verifiers.openenv._openenv import (
@@ -140,6 +140,7 @@ __all__ = [
     "gold_response",
     "judge_prompt",
     "judge_specs",
+    "ranks_groups",
     "read_verdict",
     "gold_workspace",
     "markdown_table",

@@ -129,3 +129,11 @@ def judge_specs(verifier: Any) -> list[dict[str, Any]]:
     for check in checks if isinstance(checks, list) else []:
         found += judge_specs(check.get("verifier") if isinstance(check, dict) else None)
     return found
+
+
+def ranks_groups(task: Any) -> bool:
+    """Whether ``task``'s verifier is a judge that ranks a task's answers side by side (``rank``
+    mode): its rewards are only right for a whole group judged together (``verify_many``). A
+    judge inside ``all_of`` or ``weighted`` is checked one answer at a time and ranks it alone."""
+    verifier = getattr(task, "verifier", None)
+    return isinstance(verifier, dict) and verifier.get("kind") == "judge" and verifier.get("mode") == "rank"
