@@ -52,3 +52,34 @@ def test_a_scoring_judge_and_groups_of_one_are_judged_per_episode(tmp_path, rule
     ranked = _task("kettle", "A kettle arrived broken. Write the reply.", rule_judge, mode="rank")
     [alone] = rollout([ranked], engine, EpisodeConfig(stop=StopConfig(max_turns=1)), group_size=1).trajectories
     assert alone.reward == 1.0 and "(ranked alone" in alone.score.detail
+
+
+AGENT = """
+import json, os, sys, urllib.request
+prompt = sys.stdin.read()
+body = {"model": "policy", "messages": [{"role": "user", "content": prompt}], "max_tokens": 2}
+request = urllib.request.Request(
+    os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+    data=json.dumps(body).encode(),
+    headers={"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
+)
+urllib.request.urlopen(request).read()
+print("Sorry! A refund is on its way." if "kettle" in prompt else "Sorry for that.")
+"""
+
+
+def test_an_agents_groups_are_ranked_together_too(tiny_engine, rule_judge):
+    import sys
+
+    from veriloop.rollout import AgentProgram, agent_rollout
+
+    tasks = [
+        _task("kettle", "A kettle arrived broken. Write the reply.", rule_judge, mode="rank"),
+        _task("toaster", "A toaster arrived broken. Write the reply.", rule_judge, mode="rank"),
+    ]
+    program = AgentProgram(command=(sys.executable, "-c", AGENT))
+    before = len(rule_judge.requests)
+    batch = agent_rollout(tasks, tiny_engine, program, group_size=2, max_tokens=2, seed=0)
+    assert len(rule_judge.requests) - before == 2
+    assert [t.reward for t in batch.trajectories] == [1.0, 1.0, 0.5, 0.5]
+    assert all("(ranked among 2)" in t.score.detail for t in batch.trajectories)
