@@ -223,3 +223,25 @@ def test_an_episode_shows_the_model_the_environments_answers(env_with_classic, t
     assert [t.text for t in trajectory.turns if t.role == "assistant"] == turns[:3]
     replayed = _score(task, *turns[:3])
     assert replayed.reward == trajectory.reward
+
+
+@pytest.mark.e2e
+def test_a_tool_environment_shows_its_tools_and_answers_the_calls_a_turn_writes(env_with_classic, tmp_path):
+    import json
+
+    from veriloop.rollout import EpisodeConfig, ReplayEngine, StopConfig, rollout
+
+    [task] = IMPORTERS.get("verifiers").run({"taskset": "classic_tools", "environment": env_with_classic.name})
+    assert task.verifier["multi_turn"] is True
+    system = task.messages()[0]["content"]
+    assert "<tool_call>" in system and '"name": "multiply"' in system
+    call = '<tool_call>{"name": "multiply", "arguments": {"a": 6, "b": 7}}</tool_call>'
+    assert _score(task, call, "So \\boxed{42}").reward == 1.0
+    assert _score(task, "\\boxed{42}").reward == pytest.approx(0.8)  # no call: the rollout ends at once
+    bad = _score(task, '<tool_call>{"name": "divide", "arguments": {}}</tool_call>', "\\boxed{42}")
+    assert bad.reward == 1.0  # the environment answered the unknown tool with its error, then the answer
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps({"prompt": task.messages()[-1]["content"], "turns": [call, "\\boxed{42}"]}) + "\n")
+    [trajectory] = rollout([task], ReplayEngine(script), EpisodeConfig(stop=StopConfig(max_turns=4))).trajectories
+    assert (trajectory.reward, trajectory.stop_reason) == (1.0, "done")
+    assert [t.text for t in trajectory.turns if t.role == "observation"] == ["42"]

@@ -40,6 +40,7 @@ import inspect
 import itertools
 import json
 import os
+import re
 import traceback
 import types
 
@@ -143,13 +144,37 @@ def _plain(value):
     return json.loads(json.dumps(value, default=str))
 
 
+TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def _tools_text(tools):
+    """How the model is told of an environment's tools (``oai_tools``) and how to call them."""
+    lines = [
+        "You may call these tools. To call one, write its name and arguments as a JSON object between "
+        '<tool_call> and </tool_call>, e.g. <tool_call>{"name": "NAME", "arguments": {"ARG": VALUE}}</tool_call>; '
+        "the results come back in the next message. Answer without a tool call when you are done.",
+        "<tools>",
+    ]
+    lines += [json.dumps(tool, sort_keys=True) for tool in tools]
+    return "\n".join(lines + ["</tools>"])
+
+
 def _row_messages(row, environment):
     prompt = row.get("prompt")
     if isinstance(prompt, list):
-        return [{"role": m["role"], "content": m["content"]} for m in prompt]
-    system = getattr(environment, "system_prompt", None)
-    shown = [{"role": "system", "content": system}] if system else []
-    return shown + [{"role": "user", "content": str(prompt if prompt is not None else row.get("question", ""))}]
+        shown = [{"role": m["role"], "content": m["content"]} for m in prompt]
+    else:
+        system = getattr(environment, "system_prompt", None)
+        shown = [{"role": "system", "content": system}] if system else []
+        shown += [{"role": "user", "content": str(prompt if prompt is not None else row.get("question", ""))}]
+    tools = (row.get("info") or {}).get("oai_tools") or getattr(environment, "oai_tools", None)
+    if tools:
+        block = _tools_text(_plain(tools))
+        if shown and shown[0]["role"] == "system":
+            shown[0] = {"role": "system", "content": f"{shown[0]['content']}\n\n{block}"}
+        else:
+            shown.insert(0, {"role": "system", "content": block})
+    return shown
 
 
 def classic_export(module):
@@ -193,9 +218,33 @@ def _multi_turn(environment):
 class _Reply:
     """A model turn as a rollout's state keeps it (``state["responses"]``): a chat completion's shape."""
 
-    def __init__(self, text):
-        message = types.SimpleNamespace(role="assistant", content=text, tool_calls=None)
-        self.choices = [types.SimpleNamespace(index=0, message=message, text=text, finish_reason="stop")]
+    def __init__(self, text, tool_calls=None):
+        message = types.SimpleNamespace(role="assistant", content=text, tool_calls=tool_calls)
+        finish = "tool_calls" if tool_calls else "stop"
+        self.choices = [types.SimpleNamespace(index=0, message=message, text=text, finish_reason=finish)]
+
+
+def _tool_calls(text, turn):
+    """The tool calls a turn writes (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``),
+    as the OpenAI objects a tool environment reads; a block that is not such a call is not one."""
+    try:
+        from openai.types.chat.chat_completion_message_tool_call import Function
+        from verifiers.types import ChatCompletionMessageToolCall
+    except ImportError:
+        return []
+    calls = []
+    for block in TOOL_CALL.findall(text):
+        try:
+            call = json.loads(block)
+        except ValueError:
+            continue
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            continue
+        arguments = call.get("arguments", {})
+        arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        function = Function(name=call["name"], arguments=arguments)
+        calls.append(ChatCompletionMessageToolCall(id=f"call_{turn}_{len(calls)}", type="function", function=function))
+    return calls
 
 
 async def _maybe(value):
@@ -226,9 +275,12 @@ async def _replay(environment, data, turns):
         if done:
             break
         message = {"role": "assistant", "content": text}
+        calls = _tool_calls(text, state["turn"]) if multi else []
+        if calls:
+            message["tool_calls"] = calls
         rollout.append(message)
         completion.append(message)
-        state["responses"].append(_Reply(text))
+        state["responses"].append(_Reply(text, calls or None))
         state["turn"] += 1
         if not multi:
             continue
