@@ -29,7 +29,10 @@ messages, or ``question`` after the environment's ``system_prompt``; ``answer``,
 The rollout is replayed as the environment's own ``rollout`` makes it: for a ``MultiTurnEnv``
 (exported with its ``max_turns``), ``setup_state``, then after each turn ``is_completed`` or
 ``max_turns`` ends it, else ``env_response`` answers; a third mode, ``step``, answers the turns so
-far with the environment's next message, or with the reward once the rollout has ended.
+far with the environment's next message, or with the reward once the rollout has ended. An
+environment with tools (``oai_tools``, a ``ToolEnv``) has them listed in the exported system
+prompt; a turn's ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks become its
+assistant message's OpenAI tool calls.
 
 Nothing here is trusted with the verdict's form: the host reads the numbers and checks them.
 """
