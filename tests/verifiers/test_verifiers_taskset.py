@@ -203,6 +203,9 @@ def test_a_multi_turn_environment_answers_each_turn_of_a_replayed_response(env_w
     assert _score(task, "<guess>3</guess>", "<guess>9</guess>").reward == 1.0  # the rollout ended at the right guess
     never = _score(task, *(f"<guess>{n}</guess>" for n in (0, 1, 2, 4, 5, 3)))  # max_turns ends it after four
     assert (never.reward, never.passed) == (0.25, False)
+    completions = task.model_copy(update={"verifier": {**task.verifier, "args": {"message_type": "completion"}}})
+    refused = _score(completions, "<guess>3</guess>")
+    assert refused.status == "infra_error" and "only chat ones run" in refused.detail
 
 
 @pytest.mark.e2e

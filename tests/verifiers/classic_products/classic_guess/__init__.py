@@ -51,12 +51,13 @@ def followed_the_hints(completion, **kwargs):
     return 1.0
 
 
-def load_environment(max_turns=4, **kwargs):
+def load_environment(max_turns=4, message_type="chat", **kwargs):
     rows = [
         {"question": "Find the hidden number from 0 to 9; answer <guess>N</guess>.", "answer": str(n)} for n in (3, 8)
     ]
     return GuessEnv(
         dataset=Dataset.from_list(rows),
         max_turns=max_turns,
+        message_type=message_type,
         rubric=vf.Rubric(funcs=[solved, followed_the_hints], weights=[0.75, 0.25]),
     )

@@ -315,6 +315,8 @@ async def _classic_reward(environment, data, completion, state):
 
 async def _classic_score(environment):
     data = SETTINGS["data"]
+    if _multi_turn(environment) and getattr(environment, "message_type", "chat") != "chat":
+        return {"unsupported": "a multi-turn environment of completions (message_type completion): only chat ones run"}
     _answer("scoring")
     completion, state, done, shown = await _replay(environment, data, SETTINGS["turns"])
     if SETTINGS["mode"] == "step" and not done:
