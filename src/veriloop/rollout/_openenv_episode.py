@@ -95,6 +95,23 @@ async def _model_turn(engine: Engine, state: Any, config: EpisodeConfig, budget:
     return sample
 
 
+async def next_model_turn(
+    task: Task, engine: Engine, state: Any, config: EpisodeConfig, seed: int | None, turn_index: int
+) -> tuple[str | None, str, Score | None]:
+    """The next model turn of a driven episode: ``(its text, "", None)``; ``(None, the stop
+    reason, None)`` when the episode's budget leaves no room for one; or ``(its text, "error", an
+    infra_error score)`` when generation failed (the engine broke, not the model)."""
+    budget, short_reason = _turn_budget(task, engine, state, config)
+    if budget <= 0:
+        return None, short_reason, None
+    sample = await _model_turn(engine, state, config, budget, None if seed is None else seed + 1000 * turn_index)
+    text = state.turns[-1].text
+    if sample.finish_reason == "error":
+        detail = f"generation failed: {sample.error or 'the engine returned an error'}"
+        return text, "error", _infra_error(task, detail)
+    return text, "", None
+
+
 async def _run_on_session(
     task: Task,
     engine: Engine,
@@ -120,15 +137,13 @@ async def _run_on_session(
         if record.done or record.steps >= env.max_steps:
             stop_reason = "done"
             break
-        budget, short_reason = _turn_budget(task, engine, state, config)
-        if budget <= 0:
-            stop_reason = short_reason
+        turn, reason, failure = await next_model_turn(task, engine, state, config, seed, turn_index)
+        if turn is None:
+            stop_reason = reason
             break
-        sample = await _model_turn(engine, state, config, budget, None if seed is None else seed + 1000 * turn_index)
-        text = state.turns[-1].text
-        if sample.finish_reason == "error":  # the engine broke, not the model
-            detail = f"generation failed: {sample.error or 'the engine returned an error'}"
-            return ended(state, _infra_error(task, detail), text, "error")
+        text = turn
+        if failure is not None:
+            return ended(state, failure, text, reason)
         try:
             observed = await asyncio.to_thread(take_step, session, env, text, record)
         except OpenEnvError as exc:

@@ -25,9 +25,8 @@ from veriloop.rollout._episode import (
     _fit_observation,
     _start,
     _trajectory,
-    _turn_budget,
 )
-from veriloop.rollout._openenv_episode import _infra_error, _model_turn
+from veriloop.rollout._openenv_episode import _infra_error, next_model_turn
 
 
 def _applies(task: Task) -> bool:
@@ -49,14 +48,13 @@ async def run_verifiers_episode(
     turns: list[str] = []
     text, stop_reason = "", "max_turns"
     for turn_index in range(config.stop.max_turns):
-        budget, short_reason = _turn_budget(task, engine, state, config)
-        if budget <= 0:
-            stop_reason = short_reason
+        turn, reason, failure = await next_model_turn(task, engine, state, config, seed, turn_index)
+        if turn is None:
+            stop_reason = reason
             break
-        sample = await _model_turn(engine, state, config, budget, None if seed is None else seed + 1000 * turn_index)
-        text = state.turns[-1].text
-        if sample.finish_reason == "error":  # the engine broke, not the model
-            return ended(_infra_error(task, f"generation failed: {sample.error or 'the engine failed'}"), text, "error")
+        text = turn
+        if failure is not None:
+            return ended(failure, text, reason)
         turns.append(text)
         try:
             step = await asyncio.to_thread(step_taskset, task, turns)
