@@ -95,6 +95,19 @@ async def _model_turn(engine: Engine, state: Any, config: EpisodeConfig, budget:
     return sample
 
 
+def verdict_score(task: Task, verdict: Any) -> Score:
+    """The episode's score of an environment's ``Verdict``."""
+    return Score(
+        id=task.id,
+        task_id=task.id,
+        reward=verdict.reward,
+        passed=verdict.passed,
+        detail=verdict.detail,
+        feedback=verdict.feedback,
+        environment=verdict.environment,
+    )
+
+
 async def next_model_turn(
     task: Task, engine: Engine, state: Any, config: EpisodeConfig, seed: int | None, turn_index: int
 ) -> tuple[str | None, str, Score | None]:
@@ -157,13 +170,4 @@ async def _run_on_session(
             stop_reason = "context_budget"
             break
         _add_observation(engine, state, *fitted)
-    verdict = episode_verdict(env, record)
-    score = Score(
-        id=task.id,
-        task_id=task.id,
-        reward=verdict.reward,
-        passed=verdict.passed,
-        detail=verdict.detail,
-        feedback=verdict.feedback,
-    )
-    return ended(state, score, text, stop_reason)
+    return ended(state, verdict_score(task, episode_verdict(env, record)), text, stop_reason)

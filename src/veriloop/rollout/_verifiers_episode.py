@@ -26,7 +26,7 @@ from veriloop.rollout._episode import (
     _start,
     _trajectory,
 )
-from veriloop.rollout._openenv_episode import _infra_error, next_model_turn
+from veriloop.rollout._openenv_episode import _infra_error, next_model_turn, verdict_score
 
 
 def _applies(task: Task) -> bool:
@@ -62,17 +62,7 @@ async def run_verifiers_episode(
             return ended(_infra_error(task, str(exc)), text, "error")
         if step.done:
             assert step.verdict is not None
-            verdict = step.verdict
-            score = Score(
-                id=task.id,
-                task_id=task.id,
-                reward=verdict.reward,
-                passed=verdict.passed,
-                detail=verdict.detail,
-                feedback=verdict.feedback,
-                environment=verdict.environment,
-            )
-            return ended(score, text, "done")
+            return ended(verdict_score(task, step.verdict), text, "done")
         if turn_index == config.stop.max_turns - 1:
             break
         shown = step.observation[: config.max_observation_chars]
