@@ -1,5 +1,6 @@
 """Layer 0: the records every layer exchanges, the error types, registries and record I/O."""
 
+from veriloop.core._asgi import BodyTooLarge, read_body, replaying
 from veriloop.core._blas import BlasMode, blas_mode, ensure_strict_blas
 from veriloop.core._errors import RowErrors, UnknownNameError, UserError
 from veriloop.core._io import (
@@ -42,6 +43,7 @@ from veriloop.core._workspace import (
 
 __all__ = [
     "BlasMode",
+    "BodyTooLarge",
     "ENTRY_POINT_GROUP",
     "ExecResult",
     "ExecStatus",
@@ -68,11 +70,13 @@ __all__ = [
     "inline_files",
     "inline_form",
     "iter_jsonl_objects",
-    "judgeable_response",
     "iter_objects",
+    "judgeable_response",
     "load_plugins",
+    "read_body",
     "read_parquet_rows",
     "read_records",
+    "replaying",
     "resolve_plugin",
     "snapshot_archive",
     "workspace_files",

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from veriloop.core import BodyTooLarge, read_body, replaying
 from veriloop.rollout._gateway_calls import GatewayCalls
 from veriloop.rollout._gateway_episodes import EpisodeBook
 from veriloop.rollout._gateway_protocol import (
@@ -175,31 +176,18 @@ class _Guard:
         too_large = OpenAIError(413, f"request body over {self.max_body_bytes} bytes", code="request_too_large")
         if int(declared) > self.max_body_bytes:
             return await _refuse(send, too_large)
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            body += message.get("body", b"")
-            if len(body) > self.max_body_bytes:
-                return await _refuse(send, too_large)
-            if not message.get("more_body"):
-                break
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+        except BodyTooLarge:
+            return await _refuse(send, too_large)
+        if body is None:
+            return
         scope = _episode_prefix(scope)
         if scope is None:
             return await _refuse(
                 send, OpenAIError(400, "the episode id in the path: use 1-128 letters, digits and ._:@-")
             )
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": bytes(body), "more_body": False}
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
 
 def _episode_prefix(scope: Scope) -> Scope | None:

@@ -20,7 +20,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from veriloop.core import ExecResult, UserError
+from veriloop.core import BodyTooLarge, ExecResult, UserError, read_body, replaying
 from veriloop.sandbox._fusion import RunCodeRequest, RunCodeResponse, fusion_response
 from veriloop.sandbox._job import Job, make_job
 from veriloop.sandbox._languages import LANGUAGES, run_code
@@ -92,26 +92,13 @@ class Guard:
             return await _answer(send, 400, "bad Content-Length")
         if int(declared) > self.max_body_bytes:
             return await _answer(send, 413, f"request body over {self.max_body_bytes} bytes")
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            body += message.get("body", b"")
-            if len(body) > self.max_body_bytes:
-                return await _answer(send, 413, f"request body over {self.max_body_bytes} bytes")
-            if not message.get("more_body"):
-                break
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": bytes(body), "more_body": False}
-
-        await self.app(scope, replay, send)
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+        except BodyTooLarge as exc:
+            return await _answer(send, 413, str(exc))
+        if body is None:
+            return
+        await self.app(scope, replaying(body, receive), send)
 
 
 async def _answer(send: Send, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
