@@ -25,6 +25,7 @@ from veriloop.rollout._gateway_calls import GatewayLimits
 from veriloop.rollout._gateway_records import GatewayEpisode, episode_trajectory
 from veriloop.rollout._rollout import (
     RolloutBatch,
+    episode_seed,
     rank_groups,
     ranked_later,
     ranked_task_indices,
@@ -47,16 +48,22 @@ def agent_rollout(
     max_tokens: int = 256,
     concurrency: int = 64,
     seed: int | None = None,
+    first_task_index: int = 0,
     verify: Verify = verify_in_thread,
     progress: Callable[[int, int], None] | None = None,
 ) -> RolloutBatch:
     """``group_size`` episodes of every task played by ``program`` through a gateway over
-    ``engine``; trajectories come back grouped, in task order. ``max_tokens`` caps each call."""
+    ``engine``; trajectories come back grouped, in task order. ``max_tokens`` caps each call.
+    Each episode's calls sample from a seed derived from ``seed`` and the task's index in the
+    whole batch (counted from ``first_task_index``), as ``arollout``'s episodes do, unless a call
+    names its own."""
     limits = GatewayLimits(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, clamp_max_tokens=True
     )
     with Gateway(engine, limits=limits) as gateway:
-        return run_coroutine(_episodes(tasks, gateway, program, group_size, concurrency, seed, verify, progress))
+        return run_coroutine(
+            _episodes(tasks, gateway, program, group_size, concurrency, seed, first_task_index, verify, progress)
+        )
 
 
 async def _episodes(
@@ -66,6 +73,7 @@ async def _episodes(
     group_size: int,
     concurrency: int,
     seed: int | None,
+    first_task_index: int,
     verify: Verify,
     progress: Callable[[int, int], None] | None,
 ) -> RolloutBatch:
@@ -80,7 +88,8 @@ async def _episodes(
             judge = ranked_later if task_index in ranked else verify
             async with limit:
                 group_id = f"{task.id}#{seed if seed is not None else 'x'}"
-                trajectory = await play(task, gateway, program, judge, group_id, sample_index, host)
+                this_seed = episode_seed(seed, first_task_index + task_index, sample_index)
+                trajectory = await play(task, gateway, program, judge, group_id, sample_index, host, this_seed)
             done += 1
             if progress is not None:
                 progress(done, total)
@@ -106,11 +115,13 @@ async def play(
     group_id: str,
     sample_index: int,
     host: AgentHost | None = None,
+    seed: int | None = None,
 ) -> Trajectory:
-    """One episode of ``task``: the program run against its own base URL, then scored."""
+    """One episode of ``task``: the program run against its own base URL (its calls sampled from
+    ``seed`` when they name none), then scored."""
     episode_id = f"ep-{uuid.uuid4().hex}"
     started = time.perf_counter()
-    url = gateway.episode_url(episode_id)
+    url = gateway.episode_url(episode_id, seed)
     run = await run_agent(program, prompt_text(task.prompt), url, API_KEY, episode_id, gateway.calls.model_name, host)
     episode: GatewayEpisode = await asyncio.to_thread(gateway.finish, episode_id)
     agent_s = time.perf_counter() - started

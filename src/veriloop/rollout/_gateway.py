@@ -86,10 +86,15 @@ class Gateway:
         """The OpenAI base URL (``http://HOST:PORT/v1``); name episodes with ``X-Episode-Id``."""
         return f"{self._origin}/v1"
 
-    def episode_url(self, episode_id: str) -> str:
-        """A base URL whose calls all land in ``episode_id`` (``OPENAI_BASE_URL`` for a program)."""
+    def episode_url(self, episode_id: str, seed: int | None = None) -> str:
+        """A base URL whose calls all land in ``episode_id`` (``OPENAI_BASE_URL`` for a program).
+        With ``seed``, the episode is opened now, and its calls that name no seed sample from
+        ``seed + 1000 * the call's number in the episode``: a seeded episode samples the same
+        tokens for the same calls."""
         if not EPISODE_ID.match(episode_id):
             raise ValueError(f"episode id {episode_id!r}: use 1-128 letters, digits and ._:@-")
+        if seed is not None:
+            self.book.open(episode_id, seed)
         return f"{self._origin}/episodes/{quote(episode_id, safe='')}/v1"
 
     def finish(self, episode_id: str, timeout_s: float | None = 60.0) -> GatewayEpisode:

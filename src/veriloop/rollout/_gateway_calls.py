@@ -82,7 +82,7 @@ class GatewayCalls:
             plan = self._chat_plan(episode, messages, tools, keys, tool_key)
         except ChatRenderError as exc:
             raise OpenAIError(400, str(exc), param="messages") from None
-        params = self._params(request, [plan.ids], request.requested_max_tokens())
+        params = self._params(request, [plan.ids], request.requested_max_tokens(), episode, number)
         version = self.policy_version()
         [samples] = await self._sample(episode, [plan.ids], params)
         choices, recorded = [], []
@@ -149,7 +149,7 @@ class GatewayCalls:
         if len(prompts) * request.n > self.limits.max_n:
             raise OpenAIError(400, f"at most {self.limits.max_n} choices a request (prompts times n)", param="prompt")
         ids = [self._completion_ids(prompt) for prompt in prompts]
-        params = self._params(request, ids, request.max_tokens)
+        params = self._params(request, ids, request.max_tokens, episode, number)
         version = self.policy_version()
         plans = [self._token_plan(episode, prompt_ids) for prompt_ids in ids]
         grouped = await self._sample(episode, ids, params)
@@ -232,9 +232,16 @@ class GatewayCalls:
         return list(prompt)
 
     def _params(
-        self, request: ChatRequest | CompletionRequest, prompts: Sequence[list[int]], asked: int | None
+        self,
+        request: ChatRequest | CompletionRequest,
+        prompts: Sequence[list[int]],
+        asked: int | None,
+        episode: OpenEpisode,
+        number: int,
     ) -> SamplingParams:
-        """Sampling parameters, with the new-token budget checked against the limits and the context."""
+        """Sampling parameters, with the new-token budget checked against the limits and the context.
+        A request that names no seed, in an episode opened with one, samples from the episode's seed
+        and the request's number in it."""
         if asked is not None and asked > self.limits.max_tokens and self.limits.clamp_max_tokens:
             asked = self.limits.max_tokens
         if asked is not None and asked > self.limits.max_tokens:
@@ -255,7 +262,7 @@ class GatewayCalls:
             top_k=max(request.top_k, 0) if fixed.top_k is None else fixed.top_k,
             max_tokens=asked or min(self.limits.max_tokens, room),
             stop=request.stop_strings(),
-            seed=request.seed,
+            seed=request.seed if request.seed is not None or episode.seed is None else episode.seed + 1000 * number,
         )
 
     async def _sample(

@@ -44,6 +44,7 @@ class OpenEpisode:
     replies: list[Reply] = field(default_factory=list)
     requests: int = 0
     in_flight: int = 0
+    seed: int | None = None  # the seed of requests that name none (the request's number added)
 
     def continued(self, tools: str, messages: Sequence[tuple[Any, ...]]) -> list[Reply]:
         """Recorded replies that ``messages`` continue (the request's messages, then this reply,
@@ -93,6 +94,12 @@ class EpisodeBook:
         self._changed = threading.Condition()
         self._write_lock = threading.Lock()
 
+    def open(self, episode_id: str, seed: int | None) -> None:
+        """Open ``episode_id`` before its first request, with the seed its requests sample from
+        when they name none."""
+        with self._changed:
+            self._open.setdefault(episode_id, OpenEpisode(id=episode_id, named=True)).seed = seed
+
     def begin(self, episode_id: str | None) -> tuple[OpenEpisode, int]:
         """The episode a request lands in (opened if new; a fresh one for no id) and the
         request's number in it; the request counts as in flight until ``end``."""
@@ -130,6 +137,8 @@ class EpisodeBook:
                 raise ValueError(f"episode {episode_id!r} has {episode.in_flight} calls being answered")
             del self._open[episode_id]
             finished = GatewayEpisode(id=episode.id, calls=tuple(episode.calls))
+            if not episode.requests:  # opened ahead (``open``) and never called: nothing to record
+                return finished
             if hold and self.hold_finished:
                 self._held[episode_id] = finished
         if self.end_session is not None:

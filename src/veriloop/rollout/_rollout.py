@@ -88,7 +88,7 @@ async def arollout(
 
     async def one(task_index: int, task: Task, sample_index: int) -> Trajectory:
         nonlocal done
-        episode_seed = None if seed is None else seed + 7919 * (first_task_index + task_index) + 104729 * sample_index
+        this_seed = episode_seed(seed, first_task_index + task_index, sample_index)
         async with limit:
             trajectory = await run_episode(
                 task,
@@ -96,7 +96,7 @@ async def arollout(
                 config,
                 ranked_later if defer and task_index in ranked else verify,
                 tools,
-                seed=episode_seed,
+                seed=this_seed,
                 group_id=f"{task.id}#{seed if seed is not None else 'x'}",
                 sample_index=sample_index,
                 predicate=predicate,
@@ -116,6 +116,11 @@ async def arollout(
         trajectories,
         summarize_rollout(trajectories, wall_s, sandbox_workers, getattr(engine, "busy_s", 0.0) - engine_busy),
     )
+
+
+def episode_seed(seed: int | None, task_index: int, sample_index: int) -> int | None:
+    """The seed of sample ``sample_index`` of the batch's task ``task_index`` (None: unseeded)."""
+    return None if seed is None else seed + 7919 * task_index + 104729 * sample_index
 
 
 RANKED_LATER = "ranked with its group once the group's episodes end"

@@ -281,6 +281,7 @@ def run_rollout(
             max_tokens=episode.max_tokens_per_turn,
             concurrency=spec.concurrency,
             seed=seed,
+            first_task_index=first_task_index,
             progress=progress,
         )
     return rollout(
