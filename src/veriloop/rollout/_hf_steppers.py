@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from veriloop.rollout._kv_sessions import LayerKV
 from veriloop.rollout._lean import LeanDecoder
-
-if TYPE_CHECKING:
-    from veriloop.rollout._hf import HFEngine
 
 Row = tuple[Sequence[int], int | None, str | None]  # prompt ids, seed, session
 
@@ -34,7 +31,9 @@ class Prefill:
     row_item: Any  # (B,) the item of each row
 
 
-def plan_prefill(engine: HFEngine, rows: Sequence[Row], device: Any) -> Prefill:
+def plan_prefill(engine: Any, rows: Sequence[Row], device: Any) -> Prefill:
+    """What ``engine`` (an ``HFEngine``: its sessions, pad token and policy version) prefills
+    for ``rows`` on ``device``."""
     import torch
 
     items: dict[tuple[str | None, tuple[int, ...]], int] = {}
