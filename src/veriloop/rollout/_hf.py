@@ -28,13 +28,12 @@ from veriloop.rollout._engine import (
     gather_requests,
     settle_batch,
 )
-from veriloop.rollout._hf_steppers import HFStepper, LeanStepper, plan_prefill
+from veriloop.rollout._hf_steppers import HFStepper, LeanStepper, Row, plan_prefill
 from veriloop.rollout._kv_sessions import KVSessions
 from veriloop.rollout._lean import LeanDecoder, sampling_precision
 from veriloop.rollout._sampling import Sample, SamplingParams, truncation_mask
 from veriloop.rollout._stopping import repeating_block
 
-_Row = tuple[Sequence[int], int | None, str | None]  # prompt ids, seed, session
 _STOP_TAIL_TOKENS = 16  # tokens decoded to look for a stop string that may span tokens
 
 
@@ -173,7 +172,7 @@ class HFEngine:
 
     def _rows(
         self, prompts: Sequence[Prompt], params: SamplingParams, sessions: Sequence[str | None] | None
-    ) -> list[_Row]:
+    ) -> list[Row]:
         """One (prompt ids, seed, session) row per sample."""
         if sessions is not None and (len(sessions) != len(prompts) or params.n != 1):
             raise ValueError("sessions: one per prompt, and only with n=1 (the samples of a prompt would diverge)")
@@ -230,7 +229,7 @@ class HFEngine:
 
 
 def _keep_sessions(
-    engine: HFEngine, stepper: Any, rows: Sequence[_Row], generated: list[list[int]], ended: list[tuple[int, int]]
+    engine: HFEngine, stepper: Any, rows: Sequence[Row], generated: list[list[int]], ended: list[tuple[int, int]]
 ) -> None:
     """Keep the keys and values of the rows that ended, (cache row, row) pairs, under their sessions.
 
@@ -243,7 +242,7 @@ def _keep_sessions(
             engine.sessions.keep(session, tokens, stepper.kept(cache_row), engine.policy_version)
 
 
-def _row_uniforms(rows: Sequence[_Row], limits: Sequence[int]) -> Any:
+def _row_uniforms(rows: Sequence[Row], limits: Sequence[int]) -> Any:
     """(B, max(limits)) one uniform per row and step, from the row's own seed, row i drawn for its
     own ``limits[i]`` steps (zeros after): inverse-CDF sampling with it makes a sample depend on
     its seed and budget alone, not on its batch mates or their budgets."""
@@ -257,9 +256,7 @@ def _row_uniforms(rows: Sequence[_Row], limits: Sequence[int]) -> Any:
     return uniforms
 
 
-def _sample_batch(
-    engine: HFEngine, rows: Sequence[_Row], params: SamplingParams, limits: Sequence[int]
-) -> list[Sample]:
+def _sample_batch(engine: HFEngine, rows: Sequence[Row], params: SamplingParams, limits: Sequence[int]) -> list[Sample]:
     """One sample per row; row i stops at ``limits[i]`` new tokens (finish reason ``length``),
     the batch runs until its longest budget (``params.max_tokens`` is not read)."""
     import torch
@@ -336,7 +333,7 @@ def _sample_batch(
 
 
 def _prefill_again(
-    engine: HFEngine, rows: Sequence[_Row], generated: list[list[int]], active: list[int], remaining: int
+    engine: HFEngine, rows: Sequence[Row], generated: list[list[int]], active: list[int], remaining: int
 ) -> tuple[Any, Any, Any]:
     """After weights changed mid-batch: a new stepper whose cache holds each live row's context
     (prompt and tokens so far) under the new weights, the logits of each row's next token, and
@@ -375,10 +372,10 @@ class _Batcher:
     def __init__(self, engine: HFEngine):
         self.engine = engine
         self.loop = asyncio.get_running_loop()
-        self._pending: list[tuple[list[_Row], SamplingParams, asyncio.Future[list[Sample]]]] = []
+        self._pending: list[tuple[list[Row], SamplingParams, asyncio.Future[list[Sample]]]] = []
         self._worker: asyncio.Task[None] | None = None
 
-    async def submit(self, rows: list[_Row], params: SamplingParams) -> list[list[Sample]]:
+    async def submit(self, rows: list[Row], params: SamplingParams) -> list[list[Sample]]:
         """Samples of ``rows`` (``params.n`` consecutive rows per prompt), grouped per prompt."""
         prompts = len(rows) // params.n
         future: asyncio.Future[list[Sample]] = self.loop.create_future()
@@ -412,7 +409,7 @@ class _Batcher:
                 outcome = exc
             settle_batch(taken, outcome)
 
-    def _sample_in_chunks(self, rows: list[_Row], params: SamplingParams, limits: list[int]) -> list[Sample]:
+    def _sample_in_chunks(self, rows: list[Row], params: SamplingParams, limits: list[int]) -> list[Sample]:
         out: list[Sample] = []
         size = self.engine.max_batch_size
         for start in range(0, len(rows), size):
