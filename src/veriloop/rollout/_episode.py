@@ -218,6 +218,39 @@ def prompt_tokens(task: Task, engine: Engine, config: EpisodeConfig) -> int | No
     return len(_start(task, engine, config).context.prompt_ids) if engine.tokenizer is not None else None
 
 
+async def _model_turn(
+    engine: Engine, state: _State, config: EpisodeConfig, budget: int, seed: int | None
+) -> tuple[Sample, str]:
+    """Sample one model turn of at most ``budget`` tokens and add it to the episode (its context,
+    messages and turns); the sample and the turn's text."""
+    if engine.tokenizer is not None:
+        state.context_tokens.append(len(state.context))
+    params = SamplingParams(
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=config.top_k,
+        max_tokens=budget,
+        seed=seed,
+        repetition_stop=config.stop.repetition_repeats,
+    )
+    sample = await _generate(engine, state, params)
+    text = _assistant_text(engine, sample)
+    versions = sample.versions or (engine.policy_version,) * len(sample.token_ids)  # untagged: one version
+    state.context.add_generated(sample.token_ids, sample.logprobs, versions)
+    state.messages.append({"role": "assistant", "content": text})
+    logprobs = sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else ()
+    state.turns.append(
+        Turn(
+            role="assistant",
+            text=text,
+            token_ids=sample.token_ids,
+            logprobs=logprobs,
+            generated_tokens=sample.num_tokens,
+        )
+    )
+    return sample, text
+
+
 async def _generate(engine: Engine, state: _State, params: SamplingParams) -> Sample:
     prompt: Any = state.context.ids if engine.tokenizer is not None else state.messages
     started = time.perf_counter()
@@ -245,6 +278,18 @@ def _add_observation(engine: Engine, state: _State, text: str, ids: list[int] | 
         ids = []
     state.messages.append(message)
     state.turns.append(Turn(role="observation", text=text, token_ids=tuple(ids)))
+
+
+def _show_observation(task: Task, engine: Engine, state: _State, config: EpisodeConfig, text: str) -> bool:
+    """Add ``text`` (cut to ``max_observation_chars``) to the episode as the next observation,
+    fitted to the context budget with room for the next turn; False when it cannot fit (the
+    episode stops: ``context_budget``)."""
+    shown = text[: config.max_observation_chars]
+    fitted = _fit_observation(engine, state, config, shown, config.max_tokens_for(task.domain))
+    if fitted is None:
+        return False
+    _add_observation(engine, state, *fitted)
+    return True
 
 
 def _fit_observation(
@@ -342,32 +387,12 @@ async def _run_turns(
         if budget <= 0:
             stop_reason = short_reason
             break
-        if engine.tokenizer is not None:
-            state.context_tokens.append(len(state.context))
-        params = SamplingParams(
-            temperature=config.temperature,
-            top_p=config.top_p,
-            top_k=config.top_k,
-            max_tokens=budget,
-            seed=None if seed is None else seed + 1000 * turn_index,
-            repetition_stop=config.stop.repetition_repeats,
+        sample, text = await _model_turn(
+            engine, state, config, budget, None if seed is None else seed + 1000 * turn_index
         )
-        sample = await _generate(engine, state, params)
-        text = _assistant_text(engine, sample)
-        versions = sample.versions or (engine.policy_version,) * len(sample.token_ids)  # untagged: one version
-        state.context.add_generated(sample.token_ids, sample.logprobs, versions)
-        state.messages.append({"role": "assistant", "content": text})
         action = parse_action(text, config.tools) if config.tools else None
-        state.turns.append(
-            Turn(
-                role="assistant",
-                text=text,
-                token_ids=sample.token_ids,
-                logprobs=sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else (),
-                tool=action.tool if action else None,
-                generated_tokens=sample.num_tokens,
-            )
-        )
+        if action is not None:
+            state.turns[-1] = state.turns[-1].model_copy(update={"tool": action.tool})
         final_text = action.argument if action and action.tool == "submit" else text
         if sample.finish_reason == "error":  # the engine broke, not the model: an infra error, never a 0
             stop_reason, score = "error", _generation_failed(task, sample)
@@ -398,12 +423,9 @@ async def _run_turns(
         if predicate is not None and predicate(_predicate_view(state, action, observation)):
             stop_reason = "predicate"
             break
-        shown = observation.text[: config.max_observation_chars]
-        fitted = _fit_observation(engine, state, config, shown, config.max_tokens_for(task.domain))
-        if fitted is None:
+        if not _show_observation(task, engine, state, config, observation.text):
             stop_reason = "context_budget"
             break
-        _add_observation(engine, state, *fitted)
         if state.context.tokens >= config.stop.max_total_tokens:
             stop_reason = "max_tokens"
             break

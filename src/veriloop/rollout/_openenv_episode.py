@@ -18,20 +18,17 @@ import asyncio
 from contextlib import ExitStack
 from typing import Any
 
-from veriloop.core import Message, Score, Task, Trajectory, Turn
+from veriloop.core import Message, Score, Task, Trajectory
 from veriloop.rollout._episode import (
     EPISODE_DRIVERS,
     EpisodeConfig,
-    _add_observation,
-    _assistant_text,
-    _fit_observation,
-    _generate,
+    _show_observation,
+    _model_turn,
     _start,
     _trajectory,
     _turn_budget,
 )
 from veriloop.rollout._engine import Engine
-from veriloop.rollout._sampling import Sample, SamplingParams
 
 
 def _infra_error(task: Task, detail: str) -> Score:
@@ -65,36 +62,6 @@ async def run_openenv_episode(
         await asyncio.to_thread(opened.close)
 
 
-async def _model_turn(engine: Engine, state: Any, config: EpisodeConfig, budget: int, seed: int | None) -> Sample:
-    """Sample one model turn of at most ``budget`` tokens and add it to the episode."""
-    if engine.tokenizer is not None:
-        state.context_tokens.append(len(state.context))
-    params = SamplingParams(
-        temperature=config.temperature,
-        top_p=config.top_p,
-        top_k=config.top_k,
-        max_tokens=budget,
-        seed=seed,
-        repetition_stop=config.stop.repetition_repeats,
-    )
-    sample = await _generate(engine, state, params)
-    text = _assistant_text(engine, sample)
-    versions = sample.versions or (engine.policy_version,) * len(sample.token_ids)
-    state.context.add_generated(sample.token_ids, sample.logprobs, versions)
-    state.messages.append({"role": "assistant", "content": text})
-    logprobs = sample.logprobs if len(sample.logprobs) == len(sample.token_ids) else ()
-    state.turns.append(
-        Turn(
-            role="assistant",
-            text=text,
-            token_ids=sample.token_ids,
-            logprobs=logprobs,
-            generated_tokens=sample.num_tokens,
-        )
-    )
-    return sample
-
-
 def verdict_score(task: Task, verdict: Any) -> Score:
     """The episode's score of an environment's ``Verdict``."""
     return Score(
@@ -117,8 +84,7 @@ async def next_model_turn(
     budget, short_reason = _turn_budget(task, engine, state, config)
     if budget <= 0:
         return None, short_reason, None
-    sample = await _model_turn(engine, state, config, budget, None if seed is None else seed + 1000 * turn_index)
-    text = state.turns[-1].text
+    sample, text = await _model_turn(engine, state, config, budget, None if seed is None else seed + 1000 * turn_index)
     if sample.finish_reason == "error":
         detail = f"generation failed: {sample.error or 'the engine returned an error'}"
         return text, "error", _infra_error(task, detail)
@@ -164,10 +130,7 @@ async def _run_on_session(
         if record.done or turn_index == config.stop.max_turns - 1:
             stop_reason = "done" if record.done else stop_reason
             break
-        shown = observed[: config.max_observation_chars]
-        fitted = _fit_observation(engine, state, config, shown, config.max_tokens_for(task.domain))
-        if fitted is None:
+        if not _show_observation(task, engine, state, config, observed):
             stop_reason = "context_budget"
             break
-        _add_observation(engine, state, *fitted)
     return ended(state, verdict_score(task, episode_verdict(env, record)), text, stop_reason)

@@ -21,8 +21,7 @@ from veriloop.rollout._engine import Engine
 from veriloop.rollout._episode import (
     EPISODE_DRIVERS,
     EpisodeConfig,
-    _add_observation,
-    _fit_observation,
+    _show_observation,
     _start,
     _trajectory,
 )
@@ -65,12 +64,9 @@ async def run_verifiers_episode(
             return ended(verdict_score(task, step.verdict), text, "done")
         if turn_index == config.stop.max_turns - 1:
             break
-        shown = step.observation[: config.max_observation_chars]
-        fitted = _fit_observation(engine, state, config, shown, config.max_tokens_for(task.domain))
-        if fitted is None:
+        if not _show_observation(task, engine, state, config, step.observation):
             stop_reason = "context_budget"
             break
-        _add_observation(engine, state, *fitted)
     response = Response(id=task.id, task_id=task.id, response=text, turns=tuple(turns))
     return ended(await asyncio.to_thread(verify, task, response), text, stop_reason)
 
