@@ -64,7 +64,7 @@ def import_verifiers(options: VerifiersOptions) -> list[Task]:
                 "taskset": options.taskset,
                 "args": options.args,
                 "data": row["data"],
-                **({"multi_turn": True} if "max_turns" in row else {}),
+                **({"multi_turn": True} if row.get("multi_turn") else {}),
             },
             metadata={"verifiers": {"type": row["type"], "key": row["key"]}},
         )

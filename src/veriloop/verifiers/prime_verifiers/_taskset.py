@@ -47,7 +47,14 @@ from typing import Any
 from pydantic import Field
 
 from veriloop.core import Task, UserError
-from veriloop.verifiers._registry import Answer, GraderError, Verdict, VerifierConfig, register_verifier
+from veriloop.verifiers._registry import (
+    VERIFIERS,
+    Answer,
+    GraderError,
+    Verdict,
+    VerifierConfig,
+    register_verifier,
+)
 
 RUNNER_SOURCE = (Path(__file__).parent / "in_environment" / "_taskset_runner.py").read_text(encoding="utf-8")
 
@@ -218,7 +225,7 @@ def step_taskset(task: Task, turns: Sequence[str]) -> TasksetStep:
     """The environment's answer to ``turns`` (the model's turns so far, in order) for a
     ``multi_turn`` task: its rollout replayed in the sandbox (see the runner). GraderError when
     the environment fails."""
-    config = VerifiersTasksetConfig.model_validate({k: v for k, v in task.verifier.items() if k != "kind"})
+    config = VERIFIERS.get("verifiers_taskset").parse_config(task.verifier)
     answer = _run(config, task, turns, "step")
     if isinstance(answer, Verdict):
         return TasksetStep(True, verdict=answer)

@@ -27,7 +27,7 @@ messages, or ``question`` after the environment's ``system_prompt``; ``answer``,
 ``task`` kept), and its ``rubric.score_rollout(prompt, completion, answer, state, task, info)``
 (awaited when it is a coroutine; the arguments it does not take are left out) gives the reward.
 The rollout is replayed as the environment's own ``rollout`` makes it: for a ``MultiTurnEnv``
-(exported with its ``max_turns``), ``setup_state``, then after each turn ``is_completed`` or
+(its rows exported marked ``multi_turn``), ``setup_state``, then after each turn ``is_completed`` or
 ``max_turns`` ends it, else ``env_response`` answers; a third mode, ``step``, answers the turns so
 far with the environment's next message, or with the reward once the rollout has ended. An
 environment with tools (``oai_tools``, a ``ToolEnv``) has them listed in the exported system
@@ -188,7 +188,7 @@ def classic_export(module):
     rows = eval_rows if split == "eval" else environment.dataset
     if rows is None:
         raise SystemExit(f"the environment has no {'eval_dataset' if split == 'eval' else 'dataset'}")
-    start, exported = SETTINGS["skip"], []
+    start, exported, multi = SETTINGS["skip"], [], _multi_turn(environment)
     for index, row in enumerate(itertools.islice(iter(rows), start, start + SETTINGS["size"]), start):
         row = dict(row)
         messages = _row_messages(row, environment)
@@ -204,8 +204,8 @@ def classic_export(module):
             data["example_id"] = row["example_id"]
         key = str(row.get("example_id", index))
         exported.append({"type": type(environment).__name__, "key": key, "data": _plain(data), "messages": messages})
-        if _multi_turn(environment):
-            exported[-1]["max_turns"] = int(environment.max_turns)
+        if multi:
+            exported[-1]["multi_turn"] = True
     return {"rows": exported}
 
 
